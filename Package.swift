@@ -1,0 +1,55 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "CountdownStore",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
+    products: [
+        .library(name: "CountdownStore", targets: ["CountdownStore"]),
+        .executable(name: "countdown", targets: ["countdown"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+    ],
+    targets: [
+        // Small C helpers for SQLite calls Swift cannot make (variadic `sqlite3_db_config`).
+        .target(name: "CSQLiteShim"),
+        .target(
+            name: "CountdownStore",
+            dependencies: [
+                "CSQLiteShim",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            plugins: ["EmbedMigrations"]
+        ),
+        .executableTarget(
+            name: "countdown",
+            dependencies: ["CountdownStore"]
+        ),
+        // Turns `Migrations/*.sql` into Swift source at build time, so binaries carry their schema.
+        .executableTarget(name: "EmbedMigrationsTool"),
+        .plugin(
+            name: "EmbedMigrations",
+            capability: .buildTool(),
+            dependencies: ["EmbedMigrationsTool"]
+        ),
+        .testTarget(
+            name: "CountdownStoreTests",
+            dependencies: [
+                "CountdownStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+// Strict settings for every target of ours, in one place.
+for target in package.targets where [.executable, .test, .regular].contains(target.type) {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableExperimentalFeature("StrictConcurrency=complete"))
+    target.swiftSettings = settings
+}

@@ -1,0 +1,25 @@
+import Foundation
+import PackagePlugin
+
+/// Embeds the package's `Migrations/*.sql` files into the target as Swift source,
+/// so the schema travels inside every binary and nothing is read from disk at run time.
+@main
+struct EmbedMigrations: BuildToolPlugin {
+    func createBuildCommands(context: PluginContext, target: any Target) async throws -> [Command] {
+        let folder = context.package.directoryURL.appending(path: "Migrations")
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+            .filter { $0.hasSuffix(".sql") }
+            .sorted()
+        let inputs = names.map { folder.appending(path: $0) }
+        let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedMigrations.swift")
+        return [
+            .buildCommand(
+                displayName: "Embedding \(names.count) migrations",
+                executable: try context.tool(named: "EmbedMigrationsTool").url,
+                arguments: [output.path] + inputs.map(\.path),
+                inputFiles: inputs,
+                outputFiles: [output]
+            )
+        ]
+    }
+}

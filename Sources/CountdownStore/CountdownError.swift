@@ -1,0 +1,96 @@
+import Foundation
+
+/// The one error type of CountdownStore: a code to switch on and a message that names the bad value.
+///
+/// Codes are an open set of static members, so new ones can be added without breaking callers.
+public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible, LocalizedError {
+    /// What went wrong, as a stable identifier.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's stable name, for logs and JSON.
+        public let name: String
+        /// The broad kind of failure, which decides the `countdown` tool's exit status.
+        public let category: Category
+
+        init(_ name: String, _ category: Category) {
+            self.name = name
+            self.category = category
+        }
+
+        /// The code's stable name.
+        public var description: String { name }
+
+        /// A key that is empty, too long, or holds control characters.
+        public static let invalidKey = Code("invalidKey", .invalidInput)
+        /// A group name that is empty, too long, or holds control characters.
+        public static let invalidGroup = Code("invalidGroup", .invalidInput)
+        /// A payload larger than 64 KiB.
+        public static let invalidPayload = Code("invalidPayload", .invalidInput)
+        /// A duration that is not between 1 ms and 100 years, or not a duration at all.
+        public static let invalidDuration = Code("invalidDuration", .invalidInput)
+        /// Any other argument out of range: a limit, an instant, a cursor, a batch with a repeated key.
+        public static let invalidArgument = Code("invalidArgument", .invalidInput)
+        /// No item has that key.
+        public static let notFound = Code("notFound", .notFound)
+        /// Starting a key that is already running or paused, without asking to replace it.
+        public static let alreadyActive = Code("alreadyActive", .conflict)
+        /// The operation does not apply to the item in its current state (pausing a paused item).
+        public static let wrongState = Code("wrongState", .conflict)
+        /// The database was written by a newer CountdownStore; it is left untouched.
+        public static let schemaTooNew = Code("schemaTooNew", .storage)
+        /// The file is an SQLite database that belongs to something else; it is left untouched.
+        public static let foreignDatabase = Code("foreignDatabase", .storage)
+        /// The file is not a readable SQLite database (corrupt, truncated, or not SQLite at all).
+        public static let unreadableDatabase = Code("unreadableDatabase", .storage)
+        /// SQLite failed: disk full, I/O error, permissions, a lock held too long.
+        public static let storageFailure = Code("storageFailure", .storage)
+    }
+
+    /// The broad kinds of failure.
+    public enum Category: String, Sendable, Hashable {
+        /// The caller's input was refused; nothing was written.
+        case invalidInput
+        /// The item does not exist.
+        case notFound
+        /// The item exists but is in a state the operation does not accept.
+        case conflict
+        /// The database could not be read or written.
+        case storage
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// One line for people, naming the problem and the value.
+    public let message: String
+
+    /// Creates an error with a code and a message naming the bad value.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The message.
+    public var description: String { message }
+    /// The message, for `localizedDescription`.
+    public var errorDescription: String? { message }
+}
+
+extension CountdownError {
+    static func notFound(_ key: String) -> CountdownError {
+        CountdownError(.notFound, "no countdown with key \(quoted(key))")
+    }
+}
+
+/// A value quoted for an error message, with control characters escaped and long values cut.
+func quoted(_ value: String, limit: Int = 80) -> String {
+    var shown = ""
+    var count = 0
+    for scalar in value.unicodeScalars {
+        if count == limit {
+            shown += "…"
+            break
+        }
+        shown += scalar.properties.generalCategory == .control ? scalar.escaped(asASCII: true) : String(scalar)
+        count += 1
+    }
+    return "'\(shown)'"
+}

@@ -1,0 +1,333 @@
+import Foundation
+
+/// What ``CountdownStore/start(_:duration:group:policy:payload:whenActive:)`` does when the key is
+/// already running or paused.
+public enum WhenActive: String, Sendable, Hashable, CaseIterable {
+    /// Throw ``CountdownError/Code/alreadyActive``. The default.
+    case refuse
+    /// Start again from zero in a new generation; the old item's expiry is never delivered.
+    case replace
+    /// Leave the active item as it is and return it (registering twice is harmless).
+    case keep
+}
+
+/// One item to start, for ``CountdownStore/start(_:whenActive:)``.
+public struct CountdownRequest: Sendable, Hashable {
+    /// The item's unique key.
+    public var key: String
+    /// The countdown's duration, or `nil` for a stopwatch.
+    public var duration: Duration?
+    /// The item's group, if any.
+    public var group: String?
+    /// Which time the item counts.
+    public var policy: CountdownPolicy
+    /// The caller's payload, if any.
+    public var payload: CountdownPayload?
+
+    /// A countdown of `duration`.
+    public static func countdown(
+        _ key: String, duration: Duration, group: String? = nil, policy: CountdownPolicy = .wall,
+        payload: CountdownPayload? = nil
+    ) -> CountdownRequest {
+        CountdownRequest(key: key, duration: duration, group: group, policy: policy, payload: payload)
+    }
+
+    /// A stopwatch.
+    public static func stopwatch(
+        _ key: String, group: String? = nil, policy: CountdownPolicy = .wall, payload: CountdownPayload? = nil
+    ) -> CountdownRequest {
+        CountdownRequest(key: key, duration: nil, group: group, policy: policy, payload: payload)
+    }
+}
+
+/// What ``CountdownStore/prune(olderThan:)`` removed.
+public struct PruneResult: Sendable, Hashable {
+    /// Expired and cancelled items removed.
+    public var items: Int
+    /// Events removed (only those every named consumer has acknowledged).
+    public var events: Int
+}
+
+/// A request whose input has passed validation.
+private struct ValidRequest: Sendable {
+    var key: String
+    var durationMs: Int64?
+    var group: String?
+    var policy: CountdownPolicy
+    var payload: CountdownPayload?
+
+    init(_ request: CountdownRequest) throws(CountdownError) {
+        key = try Validate.key(request.key)
+        durationMs = try request.duration.map { (duration) throws(CountdownError) in try Validate.duration(duration) }
+        group = try Validate.group(request.group)
+        policy = request.policy
+        payload = try Validate.payload(request.payload)
+    }
+}
+
+extension CountdownStore {
+    // MARK: - Starting
+
+    /// Starts a countdown of `duration` (1 ms to 100 years) under `key`.
+    ///
+    /// - Parameters:
+    ///   - whenActive: what to do when `key` is already running or paused; by default, refuse.
+    /// - Returns: the item as started (or the active one, with ``WhenActive/keep``).
+    /// - Throws: ``CountdownError`` for invalid input (nothing is written) or an active key.
+    @discardableResult
+    public func start(
+        _ key: String, duration: Duration, group: String? = nil, policy: CountdownPolicy = .wall,
+        payload: CountdownPayload? = nil, whenActive: WhenActive = .refuse
+    ) async throws(CountdownError) -> Countdown {
+        let request = try ValidRequest(
+            .countdown(key, duration: duration, group: group, policy: policy, payload: payload))
+        return try await writing { tx, time in try Self.start(request, whenActive: whenActive, tx, time) }
+    }
+
+    /// Starts a countdown that reaches zero at `deadline` on the store wall clock (which follows
+    /// ``calibrate(serverTime:)``): for deadlines a server hands out as instants.
+    @discardableResult
+    public func start(
+        _ key: String, endingAt deadline: Date, group: String? = nil, policy: CountdownPolicy = .wall,
+        payload: CountdownPayload? = nil, whenActive: WhenActive = .refuse
+    ) async throws(CountdownError) -> Countdown {
+        let request = try ValidRequest(.stopwatch(key, group: group, policy: policy, payload: payload))
+        let deadlineMs = deadline.timeIntervalSince1970 * 1000
+        guard deadlineMs.isFinite, abs(deadlineMs) < 1e15 else {
+            throw CountdownError(.invalidArgument, "invalid deadline \(deadline)")
+        }
+        return try await writing { tx, time in
+            let remaining = Int64(deadlineMs.rounded()) - time.wall
+            guard remaining >= Validate.minimumDurationMs, remaining <= Validate.maximumDurationMs else {
+                throw CountdownError(
+                    .invalidDuration,
+                    "invalid deadline \(deadline): it is \(DurationText.format(milliseconds: remaining)) from now; must be between 1ms and 100 years ahead"
+                )
+            }
+            var countdown = request
+            countdown.durationMs = remaining
+            return try Self.start(countdown, whenActive: whenActive, tx, time)
+        }
+    }
+
+    /// Starts a stopwatch under `key`: it counts up from zero and never expires.
+    @discardableResult
+    public func startStopwatch(
+        _ key: String, group: String? = nil, policy: CountdownPolicy = .wall, payload: CountdownPayload? = nil,
+        whenActive: WhenActive = .refuse
+    ) async throws(CountdownError) -> Countdown {
+        let request = try ValidRequest(.stopwatch(key, group: group, policy: policy, payload: payload))
+        return try await writing { tx, time in try Self.start(request, whenActive: whenActive, tx, time) }
+    }
+
+    /// Starts many items in one transaction: all of them, or none when any input is refused.
+    ///
+    /// - Throws: ``CountdownError`` naming the first bad request, a key repeated within the
+    ///   batch, or (with ``WhenActive/refuse``) a key already active.
+    @discardableResult
+    public func start(
+        _ requests: [CountdownRequest], whenActive: WhenActive = .refuse
+    ) async throws(CountdownError) -> [Countdown] {
+        var valid: [ValidRequest] = []
+        valid.reserveCapacity(requests.count)
+        var seen = Set<String>()
+        for request in requests {
+            let checked = try ValidRequest(request)
+            guard seen.insert(checked.key).inserted else {
+                throw CountdownError(.invalidArgument, "key \(quoted(checked.key)) appears twice in one batch")
+            }
+            valid.append(checked)
+        }
+        let batch = valid
+        return try await writing { tx, time in
+            try batch.map { request in try Self.start(request, whenActive: whenActive, tx, time) }
+        }
+    }
+
+    private static func start(
+        _ request: ValidRequest, whenActive: WhenActive, _ tx: any RepositoryWriting, _ time: StoreTime
+    ) throws -> Countdown {
+        var generation: Int64 = 1
+        var id: Int64?
+        if var existing = try tx.item(key: request.key) {
+            try settleIfDue(&existing, tx, time)
+            if existing.state.isActive {
+                switch whenActive {
+                case .refuse:
+                    throw CountdownError(
+                        .alreadyActive,
+                        "countdown \(quoted(request.key)) is already \(existing.state.rawValue); pass replace to start it again"
+                    )
+                case .keep:
+                    return existing.countdown(at: time)
+                case .replace:
+                    break
+                }
+            }
+            generation = existing.generation + 1
+            id = existing.id
+        }
+        var item = ItemRecord(
+            key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,
+            policy: request.policy, durationMs: request.durationMs, payload: request.payload,
+            generation: generation, at: time)
+        if let id {
+            item.id = id
+            try tx.update(item)
+        } else {
+            try tx.insert(&item)
+        }
+        let kind: EventKind = item.kind == .stopwatch ? .stopwatchStarted : (id == nil ? .started : .replaced)
+        try tx.append(EventRecord(kind, item: item, at: time, detail: item.durationMs.map { ["duration_ms": $0] }))
+        return item.countdown(at: time)
+    }
+
+    /// Marks a running countdown that has reached its deadline expired, with its expiry event,
+    /// so that no operation acts on a countdown that is already over.
+    static func settleIfDue(_ item: inout ItemRecord, _ tx: any RepositoryWriting, _ time: StoreTime) throws {
+        guard item.isDue(at: time) else { return }
+        try expire(&item, tx, time)
+    }
+
+    static func expire(_ item: inout ItemRecord, _ tx: any RepositoryWriting, _ time: StoreTime) throws {
+        let (deadlineAt, late) = item.expire(at: time)
+        try tx.update(item)
+        try tx.append(
+            EventRecord(
+                .expired, item: item, at: time, deadlineAtMs: deadlineAt, firedAtMs: time.wall, lateMs: late,
+                payload: item.payload))
+    }
+
+    // MARK: - Changing one item
+
+    /// Runs `change` on the item under `key` in one transaction, after settling a due countdown.
+    private func change(
+        _ key: String, _ change: @escaping @Sendable (inout ItemRecord, any RepositoryWriting, StoreTime) throws -> Void
+    ) async throws(CountdownError) -> Countdown {
+        let key = try Validate.key(key)
+        return try await writing { tx, time in
+            guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
+            try Self.settleIfDue(&item, tx, time)
+            try change(&item, tx, time)
+            return item.countdown(at: time)
+        }
+    }
+
+    private static func require(_ item: ItemRecord, in states: Set<CountdownState>, to verb: String) throws {
+        guard states.contains(item.state) else {
+            let now = item.state == .cancelled ? "was cancelled" : item.state == .expired ? "has expired" : "is already \(item.state.rawValue)"
+            throw CountdownError(.wrongState, "cannot \(verb) \(quoted(item.key)): it \(now)")
+        }
+    }
+
+    /// Pauses a running item: paused time never counts.
+    @discardableResult
+    public func pause(_ key: String) async throws(CountdownError) -> Countdown {
+        try await change(key) { item, tx, time in
+            try Self.require(item, in: [.running], to: "pause")
+            item.pause(at: time)
+            try tx.update(item)
+            try tx.append(EventRecord(.paused, item: item, at: time))
+        }
+    }
+
+    /// Resumes a paused item where it left off.
+    @discardableResult
+    public func resume(_ key: String) async throws(CountdownError) -> Countdown {
+        try await change(key) { item, tx, time in
+            try Self.require(item, in: [.paused], to: "resume")
+            item.resume(at: time)
+            try tx.update(item)
+            try tx.append(EventRecord(.resumed, item: item, at: time))
+        }
+    }
+
+    /// Stops a running or paused item for good; it stays queryable as `cancelled`.
+    @discardableResult
+    public func cancel(_ key: String) async throws(CountdownError) -> Countdown {
+        try await change(key) { item, tx, time in
+            try Self.require(item, in: [.running, .paused], to: "cancel")
+            item.cancel(at: time)
+            try tx.update(item)
+            try tx.append(EventRecord(.cancelled, item: item, at: time))
+        }
+    }
+
+    /// Starts an item again from zero with the same duration, in any state, in a new generation.
+    @discardableResult
+    public func restart(_ key: String) async throws(CountdownError) -> Countdown {
+        try await change(key) { item, tx, time in
+            item.restart(at: time)
+            try tx.update(item)
+            try tx.append(EventRecord(.restarted, item: item, at: time))
+        }
+    }
+
+    /// Adds `amount` to an active countdown's duration, in a new generation.
+    @discardableResult
+    public func extend(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
+        let amountMs = try Validate.duration(amount, what: "extension")
+        return try await change(key) { item, tx, time in
+            try Self.requireCountdown(item, to: "extend")
+            let duration = (item.durationMs ?? 0) + amountMs
+            guard duration <= Validate.maximumDurationMs else {
+                throw CountdownError(
+                    .invalidDuration,
+                    "cannot extend \(quoted(item.key)) by \(amount): its duration would exceed 100 years")
+            }
+            item.changeDuration(by: amountMs, at: time)
+            try tx.update(item)
+            try tx.append(EventRecord(.extended, item: item, at: time, detail: ["by_ms": amountMs, "duration_ms": duration]))
+        }
+    }
+
+    /// Takes `amount` off an active countdown's duration, in a new generation. Shortening past
+    /// zero expires it at once.
+    @discardableResult
+    public func shorten(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
+        let amountMs = try Validate.duration(amount, what: "shortening")
+        return try await change(key) { item, tx, time in
+            try Self.requireCountdown(item, to: "shorten")
+            let elapsed = max(0, item.rawElapsedMs(at: time))
+            let shortened = (item.durationMs ?? 0) - amountMs
+            // Past zero it is over at once: the duration becomes what actually ran, so it expires on time.
+            let overshoot = shortened <= elapsed
+            item.changeDuration(by: (overshoot ? elapsed : shortened) - (item.durationMs ?? 0), at: time)
+            try tx.update(item)
+            try tx.append(
+                EventRecord(.shortened, item: item, at: time, detail: ["by_ms": amountMs, "duration_ms": item.durationMs ?? 0]))
+            if overshoot { try Self.expire(&item, tx, time) }
+        }
+    }
+
+    private static func requireCountdown(_ item: ItemRecord, to verb: String) throws {
+        guard item.kind == .countdown else {
+            throw CountdownError(.wrongState, "cannot \(verb) \(quoted(item.key)): it is a stopwatch")
+        }
+        try require(item, in: [.running, .paused], to: verb)
+    }
+
+    /// Deletes the item under `key` whatever its state; returns it as it was.
+    @discardableResult
+    public func remove(_ key: String) async throws(CountdownError) -> Countdown {
+        try await change(key) { item, tx, time in
+            try tx.delete(item)
+            try tx.append(EventRecord(.removed, item: item, at: time))
+        }
+    }
+
+    /// Deletes expired and cancelled items that ended more than `age` ago, and events older
+    /// than `age` that every named consumer has acknowledged.
+    @discardableResult
+    public func prune(olderThan age: Duration) async throws(CountdownError) -> PruneResult {
+        let ageMs = try Validate.duration(age, what: "age")
+        return try await writing { tx, time in
+            let cutoff = time.wall - ageMs
+            let result = PruneResult(
+                items: try tx.deleteItems(endedBefore: cutoff), events: try tx.deleteEvents(before: cutoff))
+            try tx.append(
+                EventRecord(.pruned, at: time, detail: ["items": Int64(result.items), "events": Int64(result.events)]))
+            return result
+        }
+    }
+}

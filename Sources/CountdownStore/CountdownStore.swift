@@ -1,0 +1,273 @@
+import Foundation
+import GRDB
+import Logging
+
+/// Many named countdowns and stopwatches kept in SQLite, so they survive restarts, crashes,
+/// suspends and clock changes.
+///
+/// ```swift
+/// let store = try CountdownStore(path: "countdowns.sqlite")
+/// try await store.start("order-1042", duration: .seconds(15 * 60), group: "payments")
+/// let item = try await store.countdown("order-1042")   // remaining ≈ 15 min
+/// ```
+///
+/// Every operation is one transaction that also appends an event. Each transaction first moves
+/// the store's clocks (``StoreTime``) forward to now and writes them back, so every process that
+/// opens the file agrees on the time. A ticker (or a host calling ``heartbeat()``) holds the
+/// store's lease: while one does, time counts as active; otherwise it counts as background gap.
+public final class CountdownStore: Sendable {
+    /// The configuration the store was opened with.
+    public let configuration: Configuration
+    /// The database file, or `nil` when the host handed the store its own database.
+    public let path: String?
+    /// The GRDB database the store writes to.
+    public let database: any DatabaseWriter
+    /// This store instance's name in the lease row.
+    public let instanceID: String
+
+    let repository: SQLiteRepository
+    private let state = Locked(MemoryState())
+    private let ownsDatabase: Bool
+
+    private struct MemoryState {
+        /// No clock reading handed out by this instance goes below this.
+        var floor: StoreTime?
+        /// Whether the host said it is suspended.
+        var suspended = false
+        var closed = false
+    }
+
+    /// Opens (or creates, with mode 0600) the store at `path` and brings its schema up to date.
+    ///
+    /// - Throws: ``CountdownError`` when the file is not SQLite, belongs to something else,
+    ///   was written by a newer CountdownStore, or cannot be opened. The file is never overwritten.
+    public convenience init(path: String, configuration: Configuration = Configuration()) throws(CountdownError) {
+        let pool = try DatabaseOpening.open(path: path, busyTimeout: configuration.busyTimeout)
+        try self.init(database: pool, path: path, owns: true, configuration: configuration)
+    }
+
+    /// Opens a store inside the host's own GRDB database (a `DatabaseQueue` or `DatabasePool`),
+    /// whose connection settings stay the host's. The countdown tables and views are added
+    /// beside the host's own tables.
+    public convenience init(database: any DatabaseWriter, configuration: Configuration = Configuration()) throws(CountdownError) {
+        try self.init(database: database, path: nil, owns: false, configuration: configuration)
+    }
+
+    private init(database: any DatabaseWriter, path: String?, owns: Bool, configuration: Configuration) throws(CountdownError) {
+        self.database = database
+        self.path = path
+        self.ownsDatabase = owns
+        self.configuration = configuration
+        self.repository = SQLiteRepository(writer: database)
+        self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
+        try translatingErrorsNow(path: path) {
+            try Migrator().migrate(database)
+            let exists = try database.read { db in try SQLiteTransaction(db: db).checkpoint() != nil }
+            if !exists {
+                let initial = Checkpoint.initial(at: ClockReading(configuration.clock))
+                try database.write { db in try SQLiteTransaction(db: db).save(initial, creating: true) }
+            }
+        }
+        configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
+    }
+
+    // MARK: - Transactions with the clocks moved to now
+
+    /// Runs `body` in one write transaction, after moving the store's clocks to now and checkpointing them.
+    func writing<T: Sendable>(
+        _ body: @escaping @Sendable (any RepositoryWriting, StoreTime) throws -> T
+    ) async throws(CountdownError) -> T {
+        try await translatingErrors(path: path) {
+            try await repository.write { tx in
+                let time = try self.advanceClocks(tx)
+                return try body(tx, time)
+            }
+        }
+    }
+
+    /// Runs `body` in one read transaction with the store's clocks extrapolated to now.
+    func reading<T: Sendable>(
+        _ body: @escaping @Sendable (any RepositoryReading, StoreTime) throws -> T
+    ) async throws(CountdownError) -> T {
+        try await translatingErrors(path: path) {
+            try await repository.read { tx in
+                let (extrapolation, _) = try self.extrapolate(tx)
+                return try body(tx, self.raiseFloor(extrapolation.time))
+            }
+        }
+    }
+
+    private func extrapolate(_ tx: any RepositoryReading) throws -> (Extrapolation, Checkpoint) {
+        guard let checkpoint = try tx.checkpoint() else {
+            throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
+        }
+        let reading = ClockReading(configuration.clock)
+        return (checkpoint.extrapolate(to: reading, leaseExpiresAt: try tx.lease().expiresAtMs), checkpoint)
+    }
+
+    /// `time`, raised so that this instance never hands out a clock reading below an earlier one.
+    private func raiseFloor(_ time: StoreTime) -> StoreTime {
+        state.withLock { memory in
+            let raised = memory.floor.map { time.notBelow($0) } ?? time
+            memory.floor = raised
+            return raised
+        }
+    }
+
+    /// Moves the checkpoint to now, recording a clock event when the system clock disagrees.
+    private func advanceClocks(_ tx: any RepositoryWriting) throws -> StoreTime {
+        let reading = ClockReading(configuration.clock)
+        let (extrapolation, checkpoint) = try extrapolate(tx)
+        let time = raiseFloor(extrapolation.time)
+        var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
+        let tolerance = configuration.clockEditTolerance.milliseconds
+        let edited =
+            extrapolation.sameBoot
+            ? abs(extrapolation.skew - checkpoint.clockSkew) > tolerance
+            : extrapolation.skew < -tolerance
+        if edited {
+            try tx.append(
+                EventRecord(
+                    .clockEdited, at: time,
+                    detail: [
+                        "skew_ms": extrapolation.skew, "previous_skew_ms": checkpoint.clockSkew,
+                        "system_ms": reading.system, "same_boot": extrapolation.sameBoot ? 1 : 0,
+                    ]))
+            configuration.logger.warning(
+                "system clock disagrees with the store clock; counting by the boot clock",
+                metadata: ["skew_ms": "\(extrapolation.skew)", "same_boot": "\(extrapolation.sameBoot)"])
+        }
+        if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew }
+        try tx.save(next, creating: false)
+        return time
+    }
+
+    // MARK: - Time, lease and host lifecycle
+
+    /// The store's clocks now.
+    public func now() async throws(CountdownError) -> StoreTime {
+        try await reading { _, time in time }
+    }
+
+    /// Whether this instance holds the store's lease after a ``heartbeat()``.
+    public enum LeaseStatus: Sendable, Hashable {
+        /// This instance holds the lease until the given instant: its ticker advances the active timeline.
+        case held(until: Date)
+        /// Another instance holds it until the given instant; this one stands by.
+        case heldElsewhere(by: String, until: Date)
+    }
+
+    /// Takes or renews the store's lease and writes a heartbeat (a checkpoint of the clocks).
+    ///
+    /// The ticker calls this every ``Configuration/heartbeatInterval``. While an instance holds a
+    /// live lease, time counts as active; a lease not renewed within
+    /// ``Configuration/leaseDuration`` is free for another instance to take.
+    @discardableResult
+    public func heartbeat() async throws(CountdownError) -> LeaseStatus {
+        let me = instanceID
+        let leaseMs = configuration.leaseDuration.milliseconds
+        let suspended = state.withLock { $0.suspended }
+        return try await writing { tx, time in
+            let lease = try tx.lease()
+            let free = lease.holder == nil || lease.expiresAtMs <= time.wall
+            guard lease.holder == me || free else {
+                return .heldElsewhere(by: lease.holder ?? "", until: Date(millisecondsSince1970: lease.expiresAtMs))
+            }
+            if lease.holder != me, var checkpoint = try tx.checkpoint(), checkpoint.suspended != suspended {
+                // A new holder starts from its own host's state, not the suspended flag of a dead one.
+                checkpoint.suspended = suspended
+                try tx.save(checkpoint, creating: false)
+            }
+            let renewed = Lease(
+                holder: me, acquiredAtMs: lease.holder == me ? lease.acquiredAtMs : time.wall,
+                expiresAtMs: time.wall + leaseMs)
+            try tx.save(renewed)
+            return .held(until: Date(millisecondsSince1970: renewed.expiresAtMs))
+        }
+    }
+
+    /// Tells the store the host is going to the background: from now until ``resume()``,
+    /// time counts as background gap, so `active` items stop and `wall` items keep counting.
+    public func suspend() async throws(CountdownError) {
+        try await setSuspended(true)
+    }
+
+    /// Tells the store the host is back in the foreground: time counts as active again.
+    public func resume() async throws(CountdownError) {
+        try await setSuspended(false)
+    }
+
+    private func setSuspended(_ suspended: Bool) async throws(CountdownError) {
+        state.withLock { $0.suspended = suspended }
+        try await writing { tx, time in
+            guard var checkpoint = try tx.checkpoint(), checkpoint.suspended != suspended else { return }
+            checkpoint.suspended = suspended
+            try tx.save(checkpoint, creating: false)
+            try tx.append(EventRecord(suspended ? .hostSuspended : .hostResumed, at: time))
+        }
+    }
+
+    /// Sets the store wall clock to a trusted time (a server's), persisted as an offset from the
+    /// system clock. Durations are unaffected: only instants move. The wall clock never goes
+    /// backwards: after a calibration to an earlier time it holds still until the trusted time
+    /// catches up.
+    ///
+    /// - Returns: the store's clocks right after the calibration.
+    @discardableResult
+    public func calibrate(serverTime: Date) async throws(CountdownError) -> StoreTime {
+        let server = serverTime.timeIntervalSince1970
+        guard server.isFinite, server >= 0, server < 253_402_300_800 else {
+            throw CountdownError(.invalidArgument, "invalid server time \(serverTime): must be between 1970 and 9999")
+        }
+        let serverMs = serverTime.millisecondsSince1970
+        let clock = configuration.clock
+        let time = try await writing { tx, time in
+            guard var checkpoint = try tx.checkpoint() else { return time }
+            let reading = ClockReading(clock)
+            let previousOffset = checkpoint.calibrationOffset
+            let shift = serverMs - checkpoint.heartbeatAt
+            checkpoint.calibrationOffset = serverMs - reading.system
+            checkpoint.calibratedAt = serverMs
+            checkpoint.heartbeatAt = serverMs
+            checkpoint.heartbeatBoot = reading.boot
+            checkpoint.bootID = reading.bootID
+            checkpoint.clockSkew = 0
+            try tx.save(checkpoint, creating: false)
+            var lease = try tx.lease()
+            if lease.holder != nil {
+                lease.expiresAtMs += shift  // the lease lasts as long as it did, on the moved clock
+                try tx.save(lease)
+            }
+            let calibrated = StoreTime(wall: max(checkpoint.wallFloor, serverMs), active: time.active, gap: time.gap)
+            try tx.append(
+                EventRecord(
+                    .calibrated, at: calibrated,
+                    detail: ["offset_ms": checkpoint.calibrationOffset, "previous_offset_ms": previousOffset,
+                             "wall_before_ms": time.wall]))
+            return calibrated
+        }
+        state.withLock { memory in
+            // The wall clock may now legitimately read below the old floor's unfloored base; keep the floor itself.
+            memory.floor = memory.floor.map { time.notBelow($0) } ?? time
+        }
+        return time
+    }
+
+    /// Writes a final heartbeat, gives up the lease if this instance holds it, and closes the
+    /// database if the store opened it. The store must not be used afterwards.
+    public func close() async throws(CountdownError) {
+        guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
+        let me = instanceID
+        try await writing { tx, time in
+            var lease = try tx.lease()
+            if lease.holder == me {
+                lease.holder = nil
+                lease.expiresAtMs = time.wall
+                try tx.save(lease)
+            }
+        }
+        if ownsDatabase, let pool = database as? DatabasePool {
+            try translatingErrorsNow(path: path) { try pool.close() }
+        }
+    }
+}

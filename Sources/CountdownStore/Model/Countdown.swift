@@ -1,0 +1,101 @@
+import Foundation
+
+/// Whether an item counts down to zero or up from zero.
+public enum CountdownKind: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Counts down from a duration and expires at zero.
+    case countdown
+    /// Counts up from zero and never expires; reports elapsed time only.
+    case stopwatch
+}
+
+/// Which time an item counts.
+public enum CountdownPolicy: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Keeps counting while the host is suspended or not running (payment deadlines, cooldowns).
+    /// The default.
+    case wall
+    /// Counts only while a host runs the store's ticker (time on screen, foreground-only timers).
+    case active
+}
+
+/// Where an item is in its life.
+public enum CountdownState: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Counting.
+    case running
+    /// Stopped for now; paused time never counts.
+    case paused
+    /// Reached zero.
+    case expired
+    /// Stopped for good before reaching zero.
+    case cancelled
+
+    /// Running or paused.
+    public var isActive: Bool { self == .running || self == .paused }
+}
+
+/// Text or bytes a caller attaches to an item and gets back with it and with its expiry.
+public enum CountdownPayload: Sendable, Hashable, Codable {
+    /// UTF-8 text.
+    case text(String)
+    /// Raw bytes.
+    case bytes(Data)
+
+    /// The largest payload accepted: 64 KiB.
+    public static let maximumBytes = 65_536
+
+    /// The payload's size in bytes.
+    public var byteCount: Int {
+        switch self {
+        case .text(let text): text.utf8.count
+        case .bytes(let data): data.count
+        }
+    }
+}
+
+/// One countdown or stopwatch, with its figures computed at one instant.
+public struct Countdown: Sendable, Hashable, Identifiable {
+    /// The caller's unique identifier of the item (Unicode NFC).
+    public var key: String
+    /// The item's group, if any.
+    public var group: String?
+    /// Countdown or stopwatch.
+    public var kind: CountdownKind
+    /// Which time the item counts.
+    public var policy: CountdownPolicy
+    /// Running, paused, expired or cancelled.
+    public var state: CountdownState
+    /// The total duration of a countdown; `nil` for a stopwatch.
+    public var duration: Duration?
+    /// Time counted so far, paused time excluded; at most ``duration`` for a countdown.
+    public var elapsed: Duration
+    /// Time left before a countdown expires (zero once due); `nil` for a stopwatch.
+    public var remaining: Duration?
+    /// When the item (re)started, on the store wall clock.
+    public var startedAt: Date
+    /// When a running countdown will reach zero if nothing changes; `nil` otherwise.
+    public var deadlineAt: Date?
+    /// When the countdown expired; `nil` unless expired.
+    public var expiredAt: Date?
+    /// Bumped by every restart, extend, shorten and replace; events name the generation they belong to.
+    public var generation: Int64
+    /// The caller's payload, if any.
+    public var payload: CountdownPayload?
+    /// The store clocks at the instant these figures were computed.
+    public var computedAt: StoreTime
+
+    /// The key.
+    public var id: String { key }
+
+    /// Whether the item is running or paused.
+    public var isActive: Bool { state.isActive }
+
+    /// Whether a running countdown has reached zero but has not been marked expired yet
+    /// (the ticker does that; without one, it stays running with nothing remaining).
+    public var isDue: Bool { state == .running && kind == .countdown && remaining == .zero }
+}
+
+extension Duration {
+    /// A duration of whole milliseconds.
+    init(ms: Int64) {
+        self = .milliseconds(ms)
+    }
+}

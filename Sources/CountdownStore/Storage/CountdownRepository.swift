@@ -1,0 +1,63 @@
+import Foundation
+
+/// The lease row: which store instance's ticker advances the active timeline.
+struct Lease: Sendable, Hashable {
+    var holder: String?
+    var acquiredAtMs: Int64?
+    var expiresAtMs: Int64
+}
+
+/// A position in the soonest-first order of one source of active items: `(sort value, key)`.
+struct SortPosition: Sendable, Hashable {
+    var value: Int64
+    var key: String
+}
+
+/// How many items are in one state and group.
+struct CountRow: Sendable, Hashable {
+    var state: CountdownState
+    var group: String?
+    var count: Int
+}
+
+/// Reads inside one transaction. The store's logic is written against this protocol;
+/// ``SQLiteRepository`` implements it on GRDB.
+protocol RepositoryReading {
+    func checkpoint() throws -> Checkpoint?
+    func lease() throws -> Lease
+    func item(key: String) throws -> ItemRecord?
+    /// Running countdowns of one policy in deadline order, strictly after `after` (a deadline and key).
+    func running(policy: CountdownPolicy, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord]
+    /// Running countdowns of one policy whose deadline is at most `deadline`, in deadline order.
+    func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int) throws -> [ItemRecord]
+    /// Paused countdowns in order of frozen remaining time, strictly after `after`.
+    func paused(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord]
+    /// Running or paused stopwatches in key order, strictly after `afterKey`.
+    func activeStopwatches(group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord]
+    /// Expired items, newest first, expired at or after `sinceMs`.
+    func expired(sinceMs: Int64?, group: String?, limit: Int) throws -> [ItemRecord]
+    /// The running countdown of `policy` with the earliest deadline.
+    func nextDeadline(policy: CountdownPolicy) throws -> ItemRecord?
+    func counts() throws -> [CountRow]
+    func events(afterID: Int64, limit: Int) throws -> [EventRecord]
+}
+
+/// Writes inside one transaction.
+protocol RepositoryWriting: RepositoryReading {
+    func save(_ checkpoint: Checkpoint, creating: Bool) throws
+    func save(_ lease: Lease) throws
+    func insert(_ item: inout ItemRecord) throws
+    func update(_ item: ItemRecord) throws
+    func delete(_ item: ItemRecord) throws
+    func append(_ event: EventRecord) throws
+    /// Deletes expired and cancelled items that ended before `cutoffMs`; returns how many.
+    func deleteItems(endedBefore cutoffMs: Int64) throws -> Int
+    /// Deletes events recorded before `cutoffMs` that every named consumer has acknowledged.
+    func deleteEvents(before cutoffMs: Int64) throws -> Int
+}
+
+/// Where the store keeps its rows: transactions over a database.
+protocol CountdownRepository: Sendable {
+    func read<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws -> T
+    func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T
+}

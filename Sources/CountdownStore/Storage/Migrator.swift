@@ -1,0 +1,62 @@
+import Foundation
+import GRDB
+
+/// One numbered SQL file of `Migrations/`, embedded in the binary at build time.
+struct Migration: Sendable, Hashable {
+    /// The file name, for example `0001_core_tables.sql`: the migration's identity forever.
+    let name: String
+    /// The file's exact text.
+    let sql: String
+}
+
+/// Applies the embedded migrations in order, each in its own transaction, recorded by file name
+/// in `countdown_migrations`. Refuses, without changing anything, a database that records a
+/// migration this code does not know: it was written by a newer CountdownStore.
+struct Migrator: Sendable {
+    var migrations: [Migration] = Migration.embedded
+
+    static let tableName = "countdown_migrations"
+
+    /// Names of the migrations the database records, in the order they were applied.
+    static func applied(_ db: Database) throws -> [String] {
+        guard try db.tableExists(tableName) else { return [] }
+        return try String.fetchAll(db, sql: "SELECT name FROM \(tableName) ORDER BY rowid")
+    }
+
+    /// Throws ``CountdownError/Code/schemaTooNew`` if the database records unknown migrations.
+    func checkNotNewer(_ db: Database) throws {
+        let known = Set(migrations.map(\.name))
+        let unknown = try Self.applied(db).filter { !known.contains($0) }
+        if !unknown.isEmpty {
+            throw CountdownError(
+                .schemaTooNew,
+                "the database schema is newer than this CountdownStore: it records migration \(unknown.map { quoted($0) }.joined(separator: ", ")), which this version does not know; the database was left untouched"
+            )
+        }
+    }
+
+    /// Applies every pending migration, up to and including `last` when given.
+    func migrate(_ writer: any DatabaseWriter, upTo last: String? = nil) throws {
+        try writer.writeWithoutTransaction { db in
+            try checkNotNewer(db)
+            for migration in migrations {
+                try db.inTransaction(.immediate) {
+                    // Checked again under the write lock: another process may have applied it meanwhile.
+                    try checkNotNewer(db)
+                    try db.execute(
+                        sql: "CREATE TABLE IF NOT EXISTS \(Self.tableName) (name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)")
+                    let done = try Bool.fetchOne(
+                        db, sql: "SELECT 1 FROM \(Self.tableName) WHERE name = ?", arguments: [migration.name]) ?? false
+                    if !done {
+                        try db.execute(sql: migration.sql)
+                        try db.execute(
+                            sql: "INSERT INTO \(Self.tableName) (name, applied_at_ms) VALUES (?, ?)",
+                            arguments: [migration.name, Date().millisecondsSince1970])
+                    }
+                    return .commit
+                }
+                if migration.name == last { break }
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+import Foundation
+import GRDB
+
+/// The repository on an SQLite database through GRDB. Writes run in `BEGIN IMMEDIATE`
+/// transactions (GRDB's default for writes), so they never fail half-way for lack of a lock.
+struct SQLiteRepository: CountdownRepository {
+    let writer: any DatabaseWriter
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws -> T {
+        try await translatingErrors {
+            try await writer.read { db in try body(SQLiteTransaction(db: db)) }
+        }
+    }
+
+    func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T {
+        try await translatingErrors {
+            try await writer.write { db in try body(SQLiteTransaction(db: db)) }
+        }
+    }
+}
+
+/// Turns SQLite failures into ``CountdownError``s; lets ``CountdownError``s through.
+func translatingErrors<T>(path: String? = nil, _ body: () async throws -> T) async throws(CountdownError) -> T {
+    do {
+        return try await body()
+    } catch {
+        throw CountdownError(storage: error, path: path)
+    }
+}
+
+/// Synchronous twin of ``translatingErrors(path:_:)``.
+func translatingErrorsNow<T>(path: String? = nil, _ body: () throws -> T) throws(CountdownError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw CountdownError(storage: error, path: path)
+    }
+}
+
+extension CountdownError {
+    /// A storage failure described for people.
+    init(storage error: any Error, path: String?) {
+        if let error = error as? CountdownError {
+            self = error
+            return
+        }
+        let place = path.map { " at \(quoted($0, limit: 200))" } ?? ""
+        guard let error = error as? DatabaseError else {
+            self.init(.storageFailure, "storage failure\(place): \(error)")
+            return
+        }
+        let detail = error.message ?? "\(error.resultCode)"
+        switch error.resultCode {
+        case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+            self.init(.unreadableDatabase, "the file\(place) is not a readable SQLite database (\(detail)); it was left untouched")
+        case .SQLITE_FULL:
+            self.init(.storageFailure, "disk full writing the database\(place): \(detail)")
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            self.init(.storageFailure, "the database\(place) stayed locked by another process: \(detail)")
+        default:
+            self.init(.storageFailure, "storage failure\(place): \(detail) (\(error.resultCode))")
+        }
+    }
+}
+
+/// One transaction's view of the tables.
+struct SQLiteTransaction: RepositoryWriting {
+    let db: Database
+
+    // MARK: Reading
+
+    func checkpoint() throws -> Checkpoint? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM countdown_clock WHERE id = 1") else { return nil }
+        return Checkpoint(
+            createdAt: row["created_at_ms"], active: row["active_ms"], gap: row["gap_ms"],
+            heartbeatAt: row["heartbeat_at_ms"], heartbeatBoot: row["heartbeat_boot_ms"], bootID: row["boot_id"],
+            wallFloor: row["wall_floor_ms"], suspended: row["suspended"],
+            calibrationOffset: row["calibration_offset_ms"], calibratedAt: row["calibrated_at_ms"],
+            clockSkew: row["clock_skew_ms"])
+    }
+
+    func lease() throws -> Lease {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease WHERE id = 1") else {
+            return Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
+        }
+        return Lease(holder: row["holder"], acquiredAtMs: row["acquired_at_ms"], expiresAtMs: row["expires_at_ms"])
+    }
+
+    func item(key: String) throws -> ItemRecord? {
+        try ItemRecord.fetchOne(db, sql: "SELECT * FROM countdowns WHERE key = ?", arguments: [key])
+    }
+
+    func running(policy: CountdownPolicy, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
+        var sql = "SELECT * FROM countdowns WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ?"
+        var arguments: StatementArguments = [policy.rawValue]
+        if let group {
+            sql += " AND group_name = ?"
+            arguments += [group]
+        }
+        if let after {
+            sql += " AND (deadline_ms, key) > (?, ?)"
+            arguments += [after.value, after.key]
+        }
+        sql += " ORDER BY deadline_ms, key LIMIT ?"
+        arguments += [limit]
+        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+    }
+
+    func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int) throws -> [ItemRecord] {
+        var sql = """
+            SELECT * FROM countdowns
+            WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ? AND deadline_ms <= ?
+            """
+        var arguments: StatementArguments = [policy.rawValue, deadline]
+        if let group {
+            sql += " AND group_name = ?"
+            arguments += [group]
+        }
+        sql += " ORDER BY deadline_ms, key LIMIT ?"
+        arguments += [limit]
+        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+    }
+
+    func paused(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
+        var sql = "SELECT * FROM countdowns WHERE state = 'paused' AND deadline_ms IS NOT NULL"
+        var arguments: StatementArguments = []
+        if let group {
+            sql += " AND group_name = ?"
+            arguments += [group]
+        }
+        if let after {
+            sql += " AND (deadline_ms - paused_at_ms, key) > (?, ?)"
+            arguments += [after.value, after.key]
+        }
+        sql += " ORDER BY deadline_ms - paused_at_ms, key LIMIT ?"
+        arguments += [limit]
+        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+    }
+
+    func activeStopwatches(group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord] {
+        var sql = "SELECT * FROM countdowns WHERE kind = 'stopwatch' AND state IN ('running', 'paused')"
+        var arguments: StatementArguments = []
+        if let group {
+            sql += " AND group_name = ?"
+            arguments += [group]
+        }
+        if let afterKey {
+            sql += " AND key > ?"
+            arguments += [afterKey]
+        }
+        sql += " ORDER BY key LIMIT ?"
+        arguments += [limit]
+        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+    }
+
+    func expired(sinceMs: Int64?, group: String?, limit: Int) throws -> [ItemRecord] {
+        var sql = "SELECT * FROM countdowns WHERE state = 'expired'"
+        var arguments: StatementArguments = []
+        if let sinceMs {
+            sql += " AND expired_at_ms >= ?"
+            arguments += [sinceMs]
+        }
+        if let group {
+            sql += " AND group_name = ?"
+            arguments += [group]
+        }
+        sql += " ORDER BY expired_at_ms DESC, key LIMIT ?"
+        arguments += [limit]
+        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+    }
+
+    func nextDeadline(policy: CountdownPolicy) throws -> ItemRecord? {
+        try ItemRecord.fetchOne(
+            db,
+            sql: """
+                SELECT * FROM countdowns
+                WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ?
+                ORDER BY deadline_ms LIMIT 1
+                """,
+            arguments: [policy.rawValue])
+    }
+
+    func counts() throws -> [CountRow] {
+        try Row.fetchAll(
+            db, sql: "SELECT state, group_name, count(*) AS n FROM countdowns GROUP BY state, group_name"
+        ).compactMap { row in
+            guard let state = CountdownState(rawValue: row["state"]) else { return nil }
+            return CountRow(state: state, group: row["group_name"], count: row["n"])
+        }
+    }
+
+    func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
+        try EventRecord.fetchAll(
+            db, sql: "SELECT * FROM countdown_events WHERE id > ? ORDER BY id LIMIT ?", arguments: [afterID, limit])
+    }
+
+    // MARK: Writing
+
+    func save(_ checkpoint: Checkpoint, creating: Bool) throws {
+        let verb = creating ? "INSERT OR IGNORE INTO" : "REPLACE INTO"
+        try db.execute(
+            sql: """
+                \(verb) countdown_clock (id, created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms,
+                    boot_id, wall_floor_ms, suspended, calibration_offset_ms, calibrated_at_ms, clock_skew_ms)
+                VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                checkpoint.createdAt, checkpoint.active, checkpoint.gap, checkpoint.heartbeatAt,
+                checkpoint.heartbeatBoot, checkpoint.bootID, checkpoint.wallFloor, checkpoint.suspended,
+                checkpoint.calibrationOffset, checkpoint.calibratedAt, checkpoint.clockSkew,
+            ])
+    }
+
+    func save(_ lease: Lease) throws {
+        try db.execute(
+            sql: "UPDATE countdown_lease SET holder = ?, acquired_at_ms = ?, expires_at_ms = ? WHERE id = 1",
+            arguments: [lease.holder, lease.acquiredAtMs, lease.expiresAtMs])
+    }
+
+    func insert(_ item: inout ItemRecord) throws {
+        try item.insert(db)
+    }
+
+    func update(_ item: ItemRecord) throws {
+        try item.update(db)
+    }
+
+    func delete(_ item: ItemRecord) throws {
+        _ = try item.delete(db)
+    }
+
+    func append(_ event: EventRecord) throws {
+        var event = event
+        try event.insert(db)
+    }
+
+    func deleteItems(endedBefore cutoffMs: Int64) throws -> Int {
+        try db.execute(
+            sql: "DELETE FROM countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < ?",
+            arguments: [cutoffMs])
+        return db.changesCount
+    }
+
+    func deleteEvents(before cutoffMs: Int64) throws -> Int {
+        try db.execute(
+            sql: """
+                DELETE FROM countdown_events
+                WHERE at_ms < ? AND id <= coalesce((SELECT min(last_event_id) FROM countdown_consumers), 9223372036854775807)
+                """,
+            arguments: [cutoffMs])
+        return db.changesCount
+    }
+}

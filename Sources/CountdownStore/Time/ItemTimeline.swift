@@ -1,0 +1,137 @@
+import Foundation
+
+/// Elapsed and remaining time of one item (SPEC section 3), and the changes that move it.
+///
+/// Each item runs on its own timeline: `A + G` for `wall`, `A` for `active`. On it:
+/// `elapsed = timeline − start − paused`, and a countdown is due when the timeline reaches
+/// `deadline = start + paused + duration`, where `start = startOffset (+ gapAtStart for wall)`.
+/// The same formulas are written in SQL in `Migrations/0002_views.sql`.
+extension ItemRecord {
+    /// A new running item started at `time`.
+    init(
+        key: String, group: String?, kind: CountdownKind, policy: CountdownPolicy,
+        durationMs: Int64?, payload: CountdownPayload?, generation: Int64, at time: StoreTime
+    ) {
+        self.init(
+            id: nil, key: key, group: group, kind: kind, policy: policy, state: .running,
+            durationMs: durationMs, generation: generation,
+            startOffsetMs: time.active, gapAtStartMs: time.gap, startedAtMs: time.wall,
+            pausedMs: 0, pausedAtMs: nil, deadlineMs: nil, finalElapsedMs: nil,
+            endedAtMs: nil, expiredAtMs: nil, payload: payload, updatedAtMs: time.wall)
+        deadlineMs = durationMs.map { startOnTimeline + $0 }
+    }
+
+    /// Where the item started on its own timeline.
+    var startOnTimeline: Int64 {
+        startOffsetMs + (policy == .wall ? gapAtStartMs : 0)
+    }
+
+    /// Elapsed time before clamping: it can exceed the duration of a due countdown not yet expired.
+    func rawElapsedMs(at time: StoreTime) -> Int64 {
+        switch state {
+        case .running: time.timeline(policy) - startOnTimeline - pausedMs
+        case .paused: (pausedAtMs ?? time.timeline(policy)) - startOnTimeline - pausedMs
+        case .expired, .cancelled: finalElapsedMs ?? 0
+        }
+    }
+
+    /// Elapsed time, never negative, at most the duration of a countdown.
+    func elapsedMs(at time: StoreTime) -> Int64 {
+        let elapsed = max(0, rawElapsedMs(at: time))
+        return durationMs.map { min(elapsed, $0) } ?? elapsed
+    }
+
+    /// Remaining time of a countdown, never negative; nil for a stopwatch.
+    func remainingMs(at time: StoreTime) -> Int64? {
+        durationMs.map { $0 - elapsedMs(at: time) }
+    }
+
+    /// Remaining time used for ordering: negative for a countdown past due.
+    func sortRemainingMs(at time: StoreTime) -> Int64 {
+        switch state {
+        case .running: (deadlineMs ?? .max) - time.timeline(policy)
+        case .paused: (deadlineMs ?? .max) - (pausedAtMs ?? 0)
+        case .expired, .cancelled: 0
+        }
+    }
+
+    /// Whether a running countdown has reached its deadline at `time`.
+    func isDue(at time: StoreTime) -> Bool {
+        guard state == .running, let deadlineMs else { return false }
+        return time.timeline(policy) >= deadlineMs
+    }
+
+    /// The public value of this item at `time`.
+    func countdown(at time: StoreTime) -> Countdown {
+        let remaining = remainingMs(at: time)
+        return Countdown(
+            key: key, group: group, kind: kind, policy: policy, state: state,
+            duration: durationMs.map(Duration.init(ms:)),
+            elapsed: Duration(ms: elapsedMs(at: time)),
+            remaining: remaining.map(Duration.init(ms:)),
+            startedAt: Date(millisecondsSince1970: startedAtMs),
+            deadlineAt: state == .running ? remaining.map { Date(millisecondsSince1970: time.wall + $0) } : nil,
+            expiredAt: expiredAtMs.map(Date.init(millisecondsSince1970:)),
+            generation: generation, payload: payload, computedAt: time)
+    }
+
+    // MARK: - Changes
+
+    mutating func pause(at time: StoreTime) {
+        state = .paused
+        pausedAtMs = time.timeline(policy)
+        updatedAtMs = time.wall
+    }
+
+    mutating func resume(at time: StoreTime) {
+        if let pausedAtMs { pausedMs += time.timeline(policy) - pausedAtMs }
+        pausedAtMs = nil
+        state = .running
+        deadlineMs = durationMs.map { startOnTimeline + pausedMs + $0 }
+        updatedAtMs = time.wall
+    }
+
+    mutating func cancel(at time: StoreTime) {
+        finalElapsedMs = elapsedMs(at: time)
+        end(.cancelled, at: time)
+    }
+
+    /// Marks a countdown expired at `time`; returns how late that is on its own timeline.
+    mutating func expire(at time: StoreTime) -> (deadlineAtMs: Int64, lateMs: Int64) {
+        let lateMs = max(0, state == .running ? time.timeline(policy) - (deadlineMs ?? time.timeline(policy)) : 0)
+        finalElapsedMs = durationMs
+        expiredAtMs = time.wall
+        end(.expired, at: time)
+        return (time.wall - lateMs, lateMs)
+    }
+
+    private mutating func end(_ state: CountdownState, at time: StoreTime) {
+        self.state = state
+        pausedAtMs = nil
+        deadlineMs = nil
+        endedAtMs = time.wall
+        updatedAtMs = time.wall
+    }
+
+    /// Starts the item again from zero with the same duration, in a new generation.
+    mutating func restart(at time: StoreTime) {
+        self = ItemRecord(
+            key: key, group: group, kind: kind, policy: policy, durationMs: durationMs,
+            payload: payload, generation: generation + 1, at: time)
+            .with(id: id)
+    }
+
+    /// Changes the duration of an active countdown by `deltaMs`, in a new generation.
+    mutating func changeDuration(by deltaMs: Int64, at time: StoreTime) {
+        durationMs = (durationMs ?? 0) + deltaMs
+        if let deadlineMs { self.deadlineMs = deadlineMs + deltaMs }
+        generation += 1
+        updatedAtMs = time.wall
+    }
+
+    private func with(id: Int64?) -> ItemRecord {
+        var copy = self
+        copy.id = id
+        return copy
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+
+/// The store's three clocks at one instant (SPEC section 3), in milliseconds.
+///
+/// - ``wall`` (W): UTC epoch ms as the store believes it: the system clock plus the calibration
+///   offset, advanced by the boot clock inside one boot, never backwards.
+/// - ``active`` (A): ms during which a host held the store with its ticker running, not suspended.
+/// - ``gap`` (G): ms the host spent suspended or not running at all, since the store was created.
+///
+/// A `wall` item runs on `A + G`, an `active` item on `A` alone.
+public struct StoreTime: Sendable, Hashable, Codable {
+    /// The store wall clock W, UTC epoch milliseconds.
+    public var wall: Int64
+    /// The active timeline A, milliseconds.
+    public var active: Int64
+    /// The cumulative background gap G, milliseconds.
+    public var gap: Int64
+
+    /// Creates a reading of the three clocks.
+    public init(wall: Int64, active: Int64, gap: Int64) {
+        self.wall = wall
+        self.active = active
+        self.gap = gap
+    }
+
+    /// W as a `Date`.
+    public var wallDate: Date { Date(millisecondsSince1970: wall) }
+
+    /// The item timeline of `policy` at this instant: `A + G` for `wall`, `A` for `active`.
+    public func timeline(_ policy: CountdownPolicy) -> Int64 {
+        switch policy {
+        case .wall: active + gap
+        case .active: active
+        }
+    }
+
+    /// This reading, raised where needed so that no clock reads below `floor`.
+    ///
+    /// `A + G` may only grow by what this reading adds over the floor, so a raised `A`
+    /// comes out of `G`: the in-process guarantee that no clock ever goes backwards.
+    func notBelow(_ floor: StoreTime) -> StoreTime {
+        let wall = max(self.wall, floor.wall)
+        let active = max(self.active, floor.active)
+        let total = max(self.active + self.gap, floor.active + floor.gap)
+        return StoreTime(wall: wall, active: active, gap: max(total - active, floor.gap))
+    }
+}
+
+extension Date {
+    /// The instant `milliseconds` after 1970-01-01T00:00:00Z.
+    init(millisecondsSince1970 milliseconds: Int64) {
+        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+
+    /// Milliseconds since 1970, rounded to the nearest.
+    var millisecondsSince1970: Int64 {
+        Int64((timeIntervalSince1970 * 1000).rounded())
+    }
+}
+
+/// One reading of a ``StoreClock``.
+struct ClockReading: Sendable, Hashable {
+    var system: Int64
+    var boot: Int64
+    var bootID: String?
+
+    init(system: Int64, boot: Int64, bootID: String?) {
+        self.system = system
+        self.boot = boot
+        self.bootID = bootID
+    }
+
+    init(_ clock: any StoreClock) {
+        self.init(system: clock.systemMilliseconds, boot: clock.bootMilliseconds, bootID: clock.bootIdentity)
+    }
+}
+
+/// The `countdown_clock` row: the store's clocks at the last checkpoint.
+///
+/// Every process extrapolates the clocks from it the same way (and the `countdown_now` view
+/// does too, with the system clock alone), so there is one time model, not one per process.
+struct Checkpoint: Sendable, Hashable {
+    var createdAt: Int64
+    var active: Int64
+    var gap: Int64
+    var heartbeatAt: Int64
+    var heartbeatBoot: Int64
+    var bootID: String?
+    var wallFloor: Int64
+    var suspended: Bool
+    var calibrationOffset: Int64
+    var calibratedAt: Int64?
+    var clockSkew: Int64
+
+    /// The checkpoint of a store created now.
+    static func initial(at reading: ClockReading) -> Checkpoint {
+        Checkpoint(
+            createdAt: reading.system, active: 0, gap: 0,
+            heartbeatAt: reading.system, heartbeatBoot: reading.boot, bootID: reading.bootID,
+            wallFloor: reading.system, suspended: false, calibrationOffset: 0, calibratedAt: nil, clockSkew: 0)
+    }
+
+    /// The store's clocks at `reading`, extrapolated from this checkpoint.
+    ///
+    /// - Within the boot of the checkpoint, time since it is measured by the boot clock alone,
+    ///   so edits of the system clock move nothing.
+    /// - Across a reboot only the wall clock exists: it is trusted, but W never goes backwards.
+    /// - Time since the checkpoint is active while a live lease holder ticks and the host is not
+    ///   suspended; otherwise it is background gap (`leaseExpiresAt` is the lease's expiry in W).
+    func extrapolate(to reading: ClockReading, leaseExpiresAt: Int64) -> Extrapolation {
+        let sameBoot = bootID != nil && bootID == reading.bootID && reading.boot >= heartbeatBoot
+        let trustedWall = reading.system &+ calibrationOffset
+        let delta = sameBoot ? reading.boot - heartbeatBoot : max(0, trustedWall &- heartbeatAt)
+        let unflooredWall = heartbeatAt + delta
+        let ticking = !suspended && leaseExpiresAt > unflooredWall
+        let time = StoreTime(
+            wall: max(wallFloor, unflooredWall),
+            active: active + (ticking ? delta : 0),
+            gap: gap + (ticking ? 0 : delta))
+        return Extrapolation(time: time, unflooredWall: unflooredWall, ticking: ticking, sameBoot: sameBoot,
+                             skew: trustedWall &- unflooredWall)
+    }
+
+    /// This checkpoint moved to `time`, taken at `reading`.
+    func advanced(to time: StoreTime, unflooredWall: Int64, at reading: ClockReading) -> Checkpoint {
+        var next = self
+        next.active = time.active
+        next.gap = time.gap
+        next.heartbeatAt = unflooredWall
+        next.heartbeatBoot = reading.boot
+        next.bootID = reading.bootID
+        next.wallFloor = max(wallFloor, time.wall)
+        return next
+    }
+}
+
+/// The outcome of extrapolating a checkpoint to a reading.
+struct Extrapolation: Sendable, Hashable {
+    /// The three clocks now.
+    var time: StoreTime
+    /// W before the floor is applied: the base of the next checkpoint.
+    var unflooredWall: Int64
+    /// Whether time since the checkpoint counted as active.
+    var ticking: Bool
+    /// Whether the checkpoint was taken in this boot.
+    var sameBoot: Bool
+    /// (system clock + calibration offset) − W: how far the system clock disagrees with the store.
+    var skew: Int64
+}

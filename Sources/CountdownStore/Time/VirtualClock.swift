@@ -1,0 +1,81 @@
+import Foundation
+
+/// A clock that moves only when told: for tests of anything that depends on time.
+///
+/// ```swift
+/// let clock = VirtualClock()
+/// let store = try CountdownStore(path: path, configuration: .init(clock: clock))
+/// try await store.start("otp", duration: .seconds(30))
+/// clock.advance(by: .seconds(10))        // 10 s pass on every clock
+/// clock.moveSystemClock(by: .seconds(-3600)) // someone sets the wall clock back an hour
+/// clock.reboot(after: .seconds(60))      // the machine is off for a minute
+/// ```
+public final class VirtualClock: StoreClock, @unchecked Sendable {
+    // Safe: every stored property is read and written under `lock`.
+    private let lock = NSLock()
+    private var system: Int64
+    private var boot: Int64
+    private var bootID: String?
+    private var boots = 0
+
+    /// A clock whose wall clock reads `start` and whose boot clock reads `uptime`.
+    public init(
+        start: Date = Date(timeIntervalSince1970: 1_795_000_000),
+        uptime: Duration = .seconds(1000),
+        bootIdentity: String? = "virtual-boot-0"
+    ) {
+        system = Int64((start.timeIntervalSince1970 * 1000).rounded())
+        boot = uptime.milliseconds
+        bootID = bootIdentity
+    }
+
+    /// The virtual wall clock, in UTC milliseconds since 1970.
+    public var systemMilliseconds: Int64 { lock.withLock { system } }
+    /// The virtual boot clock, in milliseconds.
+    public var bootMilliseconds: Int64 { lock.withLock { boot } }
+    /// The virtual boot's identifier.
+    public var bootIdentity: String? { lock.withLock { bootID } }
+
+    /// Lets real time pass: the wall clock and the boot clock both move forward by `duration`.
+    public func advance(by duration: Duration) {
+        lock.withLock {
+            system += duration.milliseconds
+            boot += duration.milliseconds
+        }
+    }
+
+    /// Sets the wall clock by `offset` (forwards or backwards), as a person or NTP would;
+    /// the boot clock does not move.
+    public func moveSystemClock(by offset: Duration) {
+        lock.withLock { system += offset.milliseconds }
+    }
+
+    /// Sets the wall clock to an instant; the boot clock does not move.
+    public func setSystemClock(to instant: Date) {
+        lock.withLock { system = Int64((instant.timeIntervalSince1970 * 1000).rounded()) }
+    }
+
+    /// The machine is off for `downtime` and boots again: the wall clock moves on by `downtime`,
+    /// the boot clock starts again from `uptime`, and the boot identity changes.
+    public func reboot(after downtime: Duration, uptime: Duration = .seconds(5)) {
+        lock.withLock {
+            boots += 1
+            system += downtime.milliseconds
+            boot = uptime.milliseconds
+            bootID = bootID.map { _ in "virtual-boot-\(boots)" }
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded towards negative infinity (saturating at the bounds of `Int64`).
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let fraction = attoseconds / 1_000_000_000_000_000
+        let floored = attoseconds < 0 && attoseconds % 1_000_000_000_000_000 != 0 ? fraction - 1 : fraction
+        let (sum, sumOverflow) = product.addingReportingOverflow(floored)
+        return sumOverflow ? (seconds < 0 ? .min : .max) : sum
+    }
+}
