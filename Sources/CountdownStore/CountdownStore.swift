@@ -199,10 +199,18 @@ public final class CountdownStore: Sendable {
 
     private func setSuspended(_ suspended: Bool) async throws(CountdownError) {
         state.withLock { $0.suspended = suspended }
+        let me = instanceID
+        let leaseMs = configuration.leaseDuration.milliseconds
         try await writing { tx, time in
             guard var checkpoint = try tx.checkpoint(), checkpoint.suspended != suspended else { return }
             checkpoint.suspended = suspended
             try tx.save(checkpoint, creating: false)
+            var lease = try tx.lease()
+            if !suspended, lease.holder == me {
+                // Back in the foreground: active time counts from this instant, not from the next heartbeat.
+                lease.expiresAtMs = time.wall + leaseMs
+                try tx.save(lease)
+            }
             try tx.append(EventRecord(suspended ? .hostSuspended : .hostResumed, at: time))
         }
     }

@@ -1,0 +1,129 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import CountdownStore
+
+/// A fresh folder per test, removed when the test's value goes away.
+final class TemporaryFolder: Sendable {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("CountdownStoreTests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func path(_ name: String = "store.sqlite") -> String {
+        url.appendingPathComponent(name).path
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: url)
+    }
+}
+
+/// A store on a fresh file with a virtual clock.
+struct Fixture {
+    let folder: TemporaryFolder
+    let clock: VirtualClock
+    let configuration: CountdownStore.Configuration
+
+    init(clock: VirtualClock = VirtualClock()) throws {
+        folder = try TemporaryFolder()
+        self.clock = clock
+        configuration = CountdownStore.Configuration(clock: clock)
+    }
+
+    var path: String { folder.path() }
+
+    /// Opens the store (again) on the same file.
+    func open() throws -> CountdownStore {
+        try CountdownStore(path: path, configuration: configuration)
+    }
+
+    /// Opens the store and makes it the lease holder, as a running ticker would.
+    func openTicking() async throws -> CountdownStore {
+        let store = try open()
+        try await store.heartbeat()
+        return store
+    }
+}
+
+/// Lets `duration` pass in steps of at most one heartbeat interval, heartbeating after each,
+/// as a running ticker would.
+func run(_ store: CountdownStore, _ clock: VirtualClock, for duration: Duration, step: Duration = .seconds(1)) async throws {
+    var left = duration
+    while left > .zero {
+        let next = min(step, left)
+        clock.advance(by: next)
+        left -= next
+        try await store.heartbeat()
+    }
+}
+
+/// Expects `body` to throw a ``CountdownError`` with `code`; returns it.
+@discardableResult
+func expectError<T>(
+    _ code: CountdownError.Code, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> T
+) async -> CountdownError? {
+    do {
+        _ = try await body()
+        Issue.record("expected \(code), nothing was thrown", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as CountdownError {
+        #expect(error.code == code, "\(error.message)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// Every row of every countdown table, for proving that refused input changed nothing.
+func snapshot(_ store: CountdownStore) async throws -> [String] {
+    try await store.database.read { db in
+        var lines: [String] = []
+        for table in ["countdowns", "countdown_clock", "countdown_lease", "countdown_events", "countdown_consumers", "countdown_migrations"] {
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY rowid") {
+                lines.append("\(table): \(row)")
+            }
+        }
+        return lines
+    }
+}
+
+/// One row of `countdown_events`, as the tests read it.
+struct EventRow: Sendable, Hashable {
+    var kind: String
+    var key: String?
+    var generation: Int64?
+    var deadlineAtMs: Int64?
+    var firedAtMs: Int64?
+    var lateMs: Int64?
+    var detail: String?
+}
+
+/// The events recorded, oldest first, optionally only for `key` and of `kind`.
+func events(_ store: CountdownStore, key: String? = nil, kind: String? = nil) async throws -> [EventRow] {
+    try await store.database.read { db in
+        try Row.fetchAll(
+            db,
+            sql: """
+                SELECT * FROM countdown_events
+                WHERE (?1 IS NULL OR key = ?1) AND (?2 IS NULL OR kind = ?2) ORDER BY id
+                """,
+            arguments: [key, kind]
+        ).map { row in
+            EventRow(
+                kind: row["kind"], key: row["key"], generation: row["generation"], deadlineAtMs: row["deadline_at_ms"],
+                firedAtMs: row["fired_at_ms"], lateMs: row["late_ms"], detail: row["detail"])
+        }
+    }
+}
+
+extension Duration {
+    static func minutes(_ minutes: Int64) -> Duration { .seconds(minutes * 60) }
+    static func hours(_ hours: Int64) -> Duration { .seconds(hours * 3600) }
+}

@@ -1,0 +1,290 @@
+import Foundation
+import Testing
+
+@testable import CountdownStore
+
+/// The required behaviours of SPEC section 3, at the store level on virtual time.
+@Suite("Time model")
+struct TimeModelTests {
+    // MARK: T1
+
+    @Test("T1: remaining time never increases, whatever the system clock does")
+    func t1RemainingNeverIncreasesWhateverTheSystemClockDoes() async throws {
+        let fixture = try Fixture()
+        let clock = fixture.clock
+        var store = try await fixture.openTicking()
+        try await store.start("wall", duration: .hours(30), policy: .wall)
+        try await store.start("active", duration: .hours(30), policy: .active)
+        var last = ["wall": Duration.hours(30), "active": Duration.hours(30)]
+
+        let edits: [Duration] = [.minutes(1), .minutes(-1), .hours(1), .hours(-1), .hours(24), .hours(-24), .seconds(-3_000_000_000)]
+        for (step, edit) in edits.enumerated() {
+            try await run(store, clock, for: .seconds(3))
+            clock.moveSystemClock(by: edit)
+            if step.isMultiple(of: 2) {
+                // And across a restart in the same boot.
+                try await store.close()
+                clock.advance(by: .seconds(2))
+                store = try await fixture.openTicking()
+            }
+            try await run(store, clock, for: .seconds(2))
+            for key in ["wall", "active"] {
+                let remaining = try #require(try await store.countdown(key)?.remaining)
+                #expect(remaining <= last[key]!, "\(key) went from \(last[key]!) to \(remaining) after \(edit)")
+                last[key] = remaining
+            }
+        }
+        // Nothing jumped: the wall countdown lost exactly the real time that passed.
+        let wall = try #require(try await store.countdown("wall"))
+        #expect(wall.remaining == .hours(30) - .seconds(7 * 5 + 4 * 2))
+        let clockEvents = try await events(store, kind: "clock_edited")
+        #expect(clockEvents.count >= edits.count, "every edit is recorded as a clock event")
+    }
+
+    @Test("T1: an edit of the system clock while running moves nothing and is recorded")
+    func t1ClockEditWhileRunningMovesNothingAndIsRecorded() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("otp", duration: .seconds(60))
+        let wallBefore = try await store.now().wall
+        fixture.clock.moveSystemClock(by: .hours(1))
+        try await run(store, fixture.clock, for: .seconds(10))
+        #expect(try await store.countdown("otp")?.remaining == .seconds(50))
+        #expect(try await store.now().wall == wallBefore + 10_000, "W follows the boot clock, not the edited reading")
+        let recorded = try await events(store, kind: "clock_edited")
+        #expect(recorded.count == 1)
+        #expect(recorded.first?.detail?.contains("\"skew_ms\":3600000") == true)
+    }
+
+    // MARK: T2
+
+    @Test("T2: a wall countdown counts the time the process was down, same boot")
+    func t2WallCountsDowntimeInTheSameBoot() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("pay", duration: .minutes(15), policy: .wall)
+        try await run(store, fixture.clock, for: .minutes(2))
+        try await store.close()
+
+        fixture.clock.advance(by: .minutes(5))  // the process is down
+        let reopened = try fixture.open()
+        #expect(try await reopened.countdown("pay")?.remaining == .minutes(8))
+    }
+
+    @Test("T2: a wall countdown counts downtime across a reboot and a crash")
+    func t2WallCountsDowntimeAcrossARebootAndACrash() async throws {
+        let fixture = try Fixture()
+        var store: CountdownStore? = try await fixture.openTicking()
+        try await store!.start("pay", duration: .minutes(15), policy: .wall)
+        try await run(store!, fixture.clock, for: .seconds(30))
+        fixture.clock.advance(by: .milliseconds(700))  // crash 700 ms after the last heartbeat
+        store = nil
+
+        fixture.clock.reboot(after: .minutes(3))
+        let reopened = try await fixture.openTicking()
+        let remaining = try #require(try await reopened.countdown("pay")?.remaining)
+        #expect(remaining == .minutes(15) - .seconds(30) - .milliseconds(700) - .minutes(3))
+    }
+
+    // MARK: T3
+
+    @Test("T3: an active countdown loses nothing over a graceful stop and downtime")
+    func t3ActiveLosesNothingOverAGracefulStop() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("screen", duration: .minutes(10), policy: .active)
+        try await run(store, fixture.clock, for: .seconds(90) + .milliseconds(400))
+        try await store.close()
+
+        fixture.clock.advance(by: .hours(2))
+        let reopened = try await fixture.openTicking()
+        #expect(try await reopened.countdown("screen")?.elapsed == .seconds(90) + .milliseconds(400))
+        try await run(reopened, fixture.clock, for: .seconds(10))
+        #expect(try await reopened.countdown("screen")?.elapsed == .seconds(100) + .milliseconds(400))
+    }
+
+    @Test("T3: an active countdown does not count a suspend; a wall one does")
+    func t3ActiveDoesNotCountASuspend() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("screen", duration: .minutes(10), policy: .active)
+        try await store.start("pay", duration: .minutes(10), policy: .wall)
+        try await run(store, fixture.clock, for: .seconds(20))
+        try await store.suspend()
+        try await run(store, fixture.clock, for: .minutes(5))
+        fixture.clock.advance(by: .minutes(30))  // the app was frozen: no heartbeats at all
+        try await store.resume()
+        try await run(store, fixture.clock, for: .seconds(5))
+
+        #expect(try await store.countdown("screen")?.elapsed == .seconds(25))
+        #expect(try await store.countdown("pay")?.remaining == .zero)
+        let status = try await store.clockStatus()
+        #expect(status.now.gap == (Duration.minutes(35)).milliseconds)
+    }
+
+    @Test("T3: after a crash an active countdown loses at most one heartbeat interval")
+    func t3ActiveLosesAtMostOneHeartbeatAfterACrash() async throws {
+        let fixture = try Fixture()
+        var store: CountdownStore? = try await fixture.openTicking()
+        try await store!.start("screen", duration: .minutes(10), policy: .active)
+        try await run(store!, fixture.clock, for: .seconds(60))
+        fixture.clock.advance(by: .milliseconds(999))  // SIGKILL just before the next heartbeat
+        store = nil
+
+        fixture.clock.advance(by: .hours(1))
+        let reopened = try await fixture.openTicking()
+        let elapsed = try #require(try await reopened.countdown("screen")?.elapsed)
+        #expect(elapsed >= .seconds(60) && elapsed <= .seconds(60) + .milliseconds(999))
+        #expect(.seconds(60) + .milliseconds(999) - elapsed <= CountdownStore.Configuration().heartbeatInterval)
+    }
+
+    @Test("T3: without a lease holder, active time stands still and the gap grows")
+    func t3WithoutALeaseHolderActiveTimeStandsStill() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()  // no heartbeat: nobody ticks
+        try await store.start("screen", duration: .minutes(10), policy: .active)
+        fixture.clock.advance(by: .minutes(3))
+        #expect(try await store.countdown("screen")?.elapsed == .zero)
+        try await store.heartbeat()
+        try await run(store, fixture.clock, for: .seconds(4))
+        #expect(try await store.countdown("screen")?.elapsed == .seconds(4))
+    }
+
+    // MARK: T5
+
+    @Test("T5: after calibration the wall clock follows the server, persisted")
+    func t5WallClockFollowsTheServerTime() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("sale", duration: .minutes(10))
+        let server = Date(millisecondsSince1970: fixture.clock.systemMilliseconds + 300_000)
+        try await store.calibrate(serverTime: server)
+        #expect(try await store.now().wall == server.millisecondsSince1970)
+        #expect(try await store.countdown("sale")?.remaining == .minutes(10), "durations do not move")
+
+        try await run(store, fixture.clock, for: .seconds(10))
+        #expect(try await store.now().wall == server.millisecondsSince1970 + 10_000)
+        try await store.close()
+
+        fixture.clock.reboot(after: .seconds(20))
+        let reopened = try fixture.open()
+        #expect(try await reopened.now().wall == server.millisecondsSince1970 + 30_000)
+        let status = try await reopened.clockStatus()
+        #expect(status.calibrationOffset == .seconds(300))
+        #expect(try await reopened.countdown("sale")?.remaining == .minutes(10) - .seconds(30))
+    }
+
+    @Test("T5: a calibration to an earlier time holds the wall clock still until it catches up")
+    func t5BackwardCalibrationNeverMovesTheWallClockBack() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("active", duration: .minutes(10), policy: .active)
+        let before = try await store.now().wall
+        try await store.calibrate(serverTime: Date(millisecondsSince1970: fixture.clock.systemMilliseconds - 5000))
+        #expect(try await store.now().wall == before)
+        try await run(store, fixture.clock, for: .seconds(3))
+        #expect(try await store.now().wall == before, "held until the trusted time catches up")
+        try await run(store, fixture.clock, for: .seconds(4))
+        #expect(try await store.now().wall == before + 2000)
+        #expect(try await store.countdown("active")?.elapsed == .seconds(7), "the lease survived the calibration")
+        #expect(try await store.clockStatus().calibrationOffset == .seconds(-5))
+    }
+
+    // MARK: T6
+
+    @Test("T6: paused time never counts, over many cycles and across a restart")
+    func t6PausedTimeNeverCounts() async throws {
+        let fixture = try Fixture()
+        var store = try await fixture.openTicking()
+        try await store.start("wall", duration: .minutes(30), policy: .wall)
+        try await store.start("active", duration: .minutes(30), policy: .active)
+        try await store.startStopwatch("watch", policy: .wall)
+        var counted: Duration = .zero
+        for cycle in 0..<20 {
+            try await run(store, fixture.clock, for: .seconds(Int64(cycle % 3 + 1)))
+            counted += .seconds(Int64(cycle % 3 + 1))
+            for key in ["wall", "active", "watch"] { try await store.pause(key) }
+            try await run(store, fixture.clock, for: .seconds(7))
+            for key in ["wall", "active", "watch"] { try await store.resume(key) }
+        }
+        // A pause across a restart and a reboot.
+        for key in ["wall", "active", "watch"] { try await store.pause(key) }
+        try await store.close()
+        fixture.clock.reboot(after: .hours(3))
+        store = try await fixture.openTicking()
+        try await run(store, fixture.clock, for: .seconds(5))
+        for key in ["wall", "active", "watch"] {
+            let item = try #require(try await store.countdown(key))
+            #expect(item.state == .paused)
+            #expect(item.elapsed == counted, "\(key)")
+            try await store.resume(key)
+        }
+        try await run(store, fixture.clock, for: .seconds(2))
+        for key in ["wall", "active", "watch"] {
+            #expect(try await store.countdown(key)?.elapsed == counted + .seconds(2), "\(key)")
+        }
+    }
+
+    // MARK: T7
+
+    @Test("T7: after restart, extend and shorten no expiry of an older generation is recorded")
+    func t7NoExpiryOfAnOlderGeneration() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("a", duration: .seconds(10))
+        try await store.start("b", duration: .seconds(10))
+        try await store.start("c", duration: .seconds(10))
+        try await run(store, fixture.clock, for: .seconds(5))
+        #expect(try await store.extend("a", by: .seconds(20)).generation == 2)
+        #expect(try await store.restart("b").generation == 2)
+        #expect(try await store.shorten("c", by: .seconds(2)).generation == 2)
+
+        try await run(store, fixture.clock, for: .seconds(6))  // past the first deadlines
+        let expiredEarly = try await store.expireDue()
+        #expect(expiredEarly.map(\.key) == ["c"], "c was shortened to 8 s; a and b have moved on")
+        try await run(store, fixture.clock, for: .seconds(20))
+        let expired = try await store.expireDue()
+        #expect(Set(expired.map(\.key)) == ["a", "b"])
+
+        for key in ["a", "b", "c"] {
+            let expiries = try await events(store, key: key, kind: "expired")
+            #expect(expiries.count == 1, "\(key) expired once")
+            #expect(expiries.first?.generation == 2, "\(key) expired in its newest generation")
+        }
+    }
+
+    @Test("T7: replacing an active key bumps the generation")
+    func t7ReplacingBumpsTheGeneration() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("otp", duration: .seconds(30))
+        let replaced = try await store.start("otp", duration: .seconds(30), whenActive: .replace)
+        #expect(replaced.generation == 2)
+        try await run(store, fixture.clock, for: .seconds(31))
+        try await store.expireDue()
+        let expiries = try await events(store, key: "otp", kind: "expired")
+        #expect(expiries.map(\.generation) == [2])
+    }
+
+    // MARK: Expiry
+
+    @Test("Expiry is never early and records its real lateness")
+    func expiryIsNeverEarlyAndRecordsItsLateness() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("a", duration: .milliseconds(1500))
+        fixture.clock.advance(by: .milliseconds(1499))
+        #expect(try await store.expireDue().isEmpty)
+        fixture.clock.advance(by: .milliseconds(1))
+        #expect(try await store.expireDue().map(\.key) == ["a"])
+
+        try await store.start("b", duration: .seconds(1))
+        try await store.close()
+        fixture.clock.advance(by: .seconds(61))  // nothing ran while it came due
+        let reopened = try fixture.open()
+        #expect(try await reopened.expireDue().map(\.key) == ["b"])
+        let event = try #require(try await events(reopened, key: "b", kind: "expired").first)
+        #expect(event.lateMs == 60_000)
+        #expect(event.firedAtMs! - event.deadlineAtMs! == 60_000)
+    }
+}
