@@ -32,22 +32,62 @@ enum DatabaseOpening {
     }
 
     /// Opens the file at `path`, creating it with mode 0600 when missing. Refuses, untouched,
-    /// a file that is not SQLite or an SQLite database that holds someone else's tables.
+    /// a file that is not SQLite, is truncated, holds someone else's tables, or was written by a
+    /// newer CountdownStore: all of that is checked on a read-only connection first, because a
+    /// read-write connection would already rewrite the header when it switches the file to WAL.
     static func open(path: String, busyTimeout: Duration) throws(CountdownError) -> DatabasePool {
         try createIfMissing(path)
+        try probe(path: path)
         return try translatingErrorsNow(path: path) {
-            let pool = try DatabasePool(path: path, configuration: grdbConfiguration(busyTimeout: busyTimeout))
-            try pool.read { db in
+            try DatabasePool(path: path, configuration: grdbConfiguration(busyTimeout: busyTimeout))
+        }
+    }
+
+    /// Checks, without writing a byte, that the file at `path` is empty or a CountdownStore
+    /// database this code can open.
+    static func probe(path: String) throws(CountdownError) {
+        let place = quoted(path, limit: 200)
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw CountdownError(.storageFailure, "cannot read the database file \(place)")
+        }
+        let header = (try? handle.read(upToCount: 100)) ?? Data()
+        let size = (try? handle.seekToEnd()).map(Int.init) ?? 0
+        try? handle.close()
+        if size == 0 { return }  // a new, empty database
+        let magic = Data("SQLite format 3\u{0}".utf8)
+        guard header.count == 100, header.prefix(16) == magic else {
+            throw CountdownError(
+                .unreadableDatabase, "the file at \(place) is not an SQLite database; it was left untouched")
+        }
+        func uint32(_ offset: Int) -> Int {
+            header[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+        }
+        let rawPageSize = Int(header[16]) << 8 | Int(header[17])
+        let pageSize = rawPageSize == 1 ? 65_536 : rawPageSize
+        let pages = uint32(28)
+        // The page count in the header is valid when "version-valid-for" matches the change counter.
+        if uint32(92) == uint32(24), pages > 0, pages * pageSize > size {
+            throw CountdownError(
+                .unreadableDatabase,
+                "the database file at \(place) is truncated: \(size) bytes where its header says \(pages * pageSize); it was left untouched"
+            )
+        }
+        try translatingErrorsNow(path: path) {
+            var configuration = GRDB.Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            try queue.read { db in
                 let tables = try String.fetchAll(
                     db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
                 if !tables.isEmpty, !tables.contains(Migrator.tableName) {
                     throw CountdownError(
                         .foreignDatabase,
-                        "the file at \(quoted(path, limit: 200)) is an SQLite database of something else (tables \(tables.prefix(5).map { quoted($0) }.joined(separator: ", "))); it was left untouched"
+                        "the file at \(place) is an SQLite database of something else (tables \(tables.prefix(5).map { quoted($0) }.joined(separator: ", "))); it was left untouched"
                     )
                 }
+                try Migrator().checkNotNewer(db)
             }
-            return pool
         }
     }
 

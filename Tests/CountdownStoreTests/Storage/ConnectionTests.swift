@@ -1,0 +1,132 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import CountdownStore
+
+@Suite("Connections and files")
+struct ConnectionTests {
+    @Test("Connections use WAL, a busy timeout, trusted_schema=OFF and defensive mode")
+    func connectionSettings() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        let settings = try await store.database.write { db in
+            (
+                try String.fetchOne(db, sql: "PRAGMA journal_mode"),
+                try Int.fetchOne(db, sql: "PRAGMA trusted_schema"),
+                try Int.fetchOne(db, sql: "PRAGMA busy_timeout"),
+                try Int.fetchOne(db, sql: "PRAGMA synchronous")
+            )
+        }
+        #expect(settings.0 == "wal")
+        #expect(settings.1 == 0)
+        #expect(settings.2 == 10_000)
+        #expect(settings.3 == 1, "synchronous = NORMAL")
+        // Defensive mode refuses writes to the schema table even with writable_schema on.
+        await #expect(throws: (any Error).self) {
+            try await store.database.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA writable_schema = ON")
+                try db.execute(sql: "UPDATE sqlite_master SET sql = 'garbage' WHERE name = 'countdowns'")
+            }
+        }
+    }
+
+    @Test("A new database file is created with mode 0600")
+    func newFileIsPrivate() throws {
+        let fixture = try Fixture()
+        _ = try fixture.open()
+        let attributes = try FileManager.default.attributesOfItem(atPath: fixture.path)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+    }
+
+    @Test("A text file at the path is refused and never overwritten")
+    func textFileIsRefused() async throws {
+        let fixture = try Fixture()
+        let text = Data("these are my notes, not a database\n".utf8)
+        try text.write(to: URL(fileURLWithPath: fixture.path))
+        let error = await expectError(.unreadableDatabase) { try fixture.open() }
+        #expect(error?.message.contains(fixture.path) == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.path)) == text)
+    }
+
+    @Test("A truncated database file is refused and never overwritten")
+    func truncatedFileIsRefused() async throws {
+        let fixture = try Fixture()
+        do {
+            let store = try fixture.open()
+            try await store.start([(0..<200).map { .countdown("k\($0)", duration: .minutes(5)) }].flatMap { $0 })
+            try await store.close()
+        }
+        let whole = try Data(contentsOf: URL(fileURLWithPath: fixture.path))
+        let truncated = whole.prefix(whole.count / 2 + 100)
+        try truncated.write(to: URL(fileURLWithPath: fixture.path))
+        do {
+            let store = try fixture.open()
+            // Opening may succeed when the damage is past the schema; reading then fails cleanly.
+            _ = try await store.active(limit: 1000)
+        } catch let error as CountdownError {
+            #expect(error.code == .unreadableDatabase || error.code == .storageFailure, "\(error)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.path)) == truncated)
+    }
+
+    @Test("Another application's SQLite database is refused and left untouched")
+    func foreignDatabaseIsRefused() async throws {
+        let fixture = try Fixture()
+        do {
+            let queue = try DatabaseQueue(path: fixture.path)
+            try await queue.write { db in try db.execute(sql: "CREATE TABLE invoices (id INTEGER PRIMARY KEY)") }
+            try queue.close()
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: fixture.path))
+        let error = await expectError(.foreignDatabase) { try fixture.open() }
+        #expect(error?.message.contains("invoices") == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.path)) == before)
+    }
+
+    @Test("A host's own GRDB database can hold the countdown tables beside its own")
+    func hostDatabaseHoldsTheTables() async throws {
+        let folder = try TemporaryFolder()
+        let pool = try DatabasePool(path: folder.path("app.sqlite"))
+        try await pool.write { db in
+            try db.execute(sql: "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+            try db.execute(sql: "INSERT INTO users (name) VALUES ('ada')")
+        }
+        let store = try CountdownStore(database: pool, configuration: .init(clock: VirtualClock()))
+        try await store.start("user-1-cooldown", duration: .seconds(30))
+        #expect(store.path == nil)
+        #expect(try await store.countdown("user-1-cooldown")?.remaining == .seconds(30))
+        let users = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM users") }
+        #expect(users == 1)
+        try await store.close()
+        // The host's database stays open for the host.
+        #expect(try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM countdowns") } == 1)
+    }
+
+    @Test("Two store instances on one file writing at once never report a locked database")
+    func twoInstancesWriteAtOnce() async throws {
+        let fixture = try Fixture(clock: VirtualClock())
+        let first = try CountdownStore(path: fixture.path, configuration: .init())
+        let second = try CountdownStore(path: fixture.path, configuration: .init())
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (name, store) in [("a", first), ("b", second)] {
+                group.addTask {
+                    for index in 0..<150 {
+                        try await store.start("\(name)-\(index)", duration: .minutes(10))
+                        if index.isMultiple(of: 3) { try await store.pause("\(name)-\(index)") }
+                        if index.isMultiple(of: 10) { try await store.heartbeat() }
+                    }
+                }
+                group.addTask {
+                    try await store.start((0..<100).map { .countdown("\(name)-bulk-\($0)", duration: .minutes(5)) })
+                }
+            }
+            try await group.waitForAll()
+        }
+        let counts = try await first.counts()
+        #expect(counts.total == 500)
+        #expect(counts.count(.paused) == 100)
+        let integrity = try await first.database.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
+        #expect(integrity == "ok")
+    }
+}
