@@ -92,16 +92,15 @@ extension CountdownStore {
         payload: CountdownPayload? = nil, whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
         let request = try ValidRequest(.stopwatch(key, group: group, policy: policy, payload: payload))
-        let deadlineMs = deadline.timeIntervalSince1970 * 1000
-        guard deadlineMs.isFinite, abs(deadlineMs) < 1e15 else {
-            throw CountdownError(.invalidArgument, "invalid deadline \(deadline)")
+        guard let deadlineMs = deadline.checkedMillisecondsSince1970 else {
+            throw CountdownError(.invalidArgument, "invalid deadline \(deadline.described)")
         }
         return try await writing { tx, time in
-            let remaining = Int64(deadlineMs.rounded()) - time.wall
+            let remaining = deadlineMs - time.wall
             guard remaining >= Validate.minimumDurationMs, remaining <= Validate.maximumDurationMs else {
                 throw CountdownError(
                     .invalidDuration,
-                    "invalid deadline \(deadline): it is \(DurationText.format(milliseconds: remaining)) from now; must be between 1ms and 100 years ahead"
+                    "invalid deadline \(deadline.described): it is \(DurationText.format(milliseconds: remaining)) from now; must be between 1ms and 100 years ahead"
                 )
             }
             var countdown = request

@@ -223,11 +223,9 @@ public final class CountdownStore: Sendable {
     /// - Returns: the store's clocks right after the calibration.
     @discardableResult
     public func calibrate(serverTime: Date) async throws(CountdownError) -> StoreTime {
-        let server = serverTime.timeIntervalSince1970
-        guard server.isFinite, server >= 0, server < 253_402_300_800 else {
-            throw CountdownError(.invalidArgument, "invalid server time \(serverTime): must be between 1970 and 9999")
+        guard let serverMs = serverTime.checkedMillisecondsSince1970, serverMs >= 0, serverMs < 253_402_300_800_000 else {
+            throw CountdownError(.invalidArgument, "invalid server time \(serverTime.described): must be between 1970 and 9999")
         }
-        let serverMs = serverTime.millisecondsSince1970
         let clock = configuration.clock
         let time = try await writing { tx, time in
             guard var checkpoint = try tx.checkpoint() else { return time }

@@ -105,7 +105,7 @@ extension CountdownStore {
     ) async throws(CountdownError) -> [Countdown] {
         let group = try Validate.group(group)
         let limit = try Validate.limit(limit)
-        let sinceMs = since?.millisecondsSince1970
+        let sinceMs = since?.millisecondsSince1970  // saturates: a far-off instant simply matches nothing or everything
         return try await reading { tx, time in
             try tx.expired(sinceMs: sinceMs, group: group, limit: limit).map { $0.countdown(at: time) }
         }

@@ -52,10 +52,33 @@ extension Date {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 
-    /// Milliseconds since 1970, rounded to the nearest.
-    var millisecondsSince1970: Int64 {
-        Int64((timeIntervalSince1970 * 1000).rounded())
+    /// Milliseconds since 1970, rounded to the nearest; nil for an instant beyond ±100,000 years or not finite.
+    var checkedMillisecondsSince1970: Int64? {
+        let ms = (timeIntervalSince1970 * 1000).rounded()
+        guard ms.isFinite, abs(ms) < 3.2e15 else { return nil }
+        return Int64(ms)
     }
+
+    /// Milliseconds since 1970, rounded to the nearest (saturating for instants out of range).
+    var millisecondsSince1970: Int64 {
+        checkedMillisecondsSince1970 ?? (timeIntervalSince1970 < 0 ? -3_200_000_000_000_000 : 3_200_000_000_000_000)
+    }
+
+    /// The instant for an error message: ISO-8601 when representable, else its raw seconds since 1970.
+    var described: String {
+        guard checkedMillisecondsSince1970 != nil else { return "\(timeIntervalSince1970) s since 1970" }
+        return ISO8601DateFormatter.milliseconds.string(from: self)
+    }
+}
+
+extension ISO8601DateFormatter {
+    /// `2026-11-21T08:33:16.123Z`.
+    nonisolated(unsafe) static let milliseconds: ISO8601DateFormatter = {
+        // Safe: configured once here and only read afterwards; formatting is thread-safe.
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
+    }()
 }
 
 /// One reading of a ``StoreClock``.

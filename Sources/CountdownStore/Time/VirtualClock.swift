@@ -24,7 +24,7 @@ public final class VirtualClock: StoreClock, @unchecked Sendable {
         uptime: Duration = .seconds(1000),
         bootIdentity: String? = "virtual-boot-0"
     ) {
-        system = Int64((start.timeIntervalSince1970 * 1000).rounded())
+        system = start.millisecondsSince1970
         boot = uptime.milliseconds
         bootID = bootIdentity
     }
@@ -52,7 +52,7 @@ public final class VirtualClock: StoreClock, @unchecked Sendable {
 
     /// Sets the wall clock to an instant; the boot clock does not move.
     public func setSystemClock(to instant: Date) {
-        lock.withLock { system = Int64((instant.timeIntervalSince1970 * 1000).rounded()) }
+        lock.withLock { system = instant.millisecondsSince1970 }
     }
 
     /// The machine is off for `downtime` and boots again: the wall clock moves on by `downtime`,
