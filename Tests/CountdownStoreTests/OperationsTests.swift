@@ -1,0 +1,153 @@
+import Foundation
+import Testing
+
+@testable import CountdownStore
+
+@Suite("Operations")
+struct OperationsTests {
+    @Test("Starting an active key is refused unless replace or keep is asked")
+    func startingAnActiveKey() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        try await store.start("otp", duration: .seconds(30), payload: .text("first"))
+        await expectError(.alreadyActive) { try await store.start("otp", duration: .seconds(60)) }
+        let kept = try await store.start("otp", duration: .seconds(60), whenActive: .keep)
+        #expect(kept.duration == .seconds(30) && kept.payload == .text("first") && kept.generation == 1)
+        let replaced = try await store.start("otp", duration: .seconds(60), payload: .text("second"), whenActive: .replace)
+        #expect(replaced.duration == .seconds(60) && replaced.payload == .text("second") && replaced.generation == 2)
+        #expect(try await events(store, key: "otp").map(\.kind) == ["started", "replaced"])
+    }
+
+    @Test("An ended key can be started again without replace, in a new generation")
+    func endedKeyStartsAgain() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        try await store.start("otp", duration: .seconds(30))
+        try await store.cancel("otp")
+        let again = try await store.start("otp", duration: .seconds(30))
+        #expect(again.state == .running && again.generation == 2)
+    }
+
+    @Test("A due countdown is expired before anything else happens to it")
+    func dueCountdownIsSettledFirst() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("otp", duration: .seconds(10))
+        try await run(store, fixture.clock, for: .seconds(12))
+        let due = try #require(try await store.countdown("otp"))
+        #expect(due.state == .running && due.isDue && due.remaining == .zero && due.elapsed == .seconds(10))
+        await expectError(.wrongState) { try await store.pause("otp") }
+        let started = try await store.start("otp", duration: .seconds(10))  // not active any more: no replace needed
+        #expect(started.generation == 2)
+        let expiry = try #require(try await events(store, key: "otp", kind: "expired").first)
+        #expect(expiry.generation == 1 && expiry.lateMs == 2000)
+    }
+
+    @Test("Pause, resume, cancel, restart and remove move the state and record events")
+    func lifecycle() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("a", duration: .minutes(1), group: "g", payload: .bytes(Data([1, 2, 3])))
+        try await run(store, fixture.clock, for: .seconds(10))
+        #expect(try await store.pause("a").state == .paused)
+        await expectError(.wrongState) { try await store.pause("a") }
+        try await run(store, fixture.clock, for: .seconds(10))
+        #expect(try await store.resume("a").remaining == .seconds(50))
+        let cancelled = try await store.cancel("a")
+        #expect(cancelled.state == .cancelled && cancelled.elapsed == .seconds(10) && cancelled.deadlineAt == nil)
+        await expectError(.wrongState) { try await store.cancel("a") }
+        await expectError(.wrongState) { try await store.extend("a", by: .seconds(1)) }
+        let restarted = try await store.restart("a")
+        #expect(restarted.state == .running && restarted.elapsed == .zero && restarted.generation == 2)
+        #expect(restarted.group == "g" && restarted.payload == .bytes(Data([1, 2, 3])))
+        let removed = try await store.remove("a")
+        #expect(removed.key == "a")
+        #expect(try await store.countdown("a") == nil)
+        await expectError(.notFound) { try await store.remove("a") }
+        #expect(
+            try await events(store, key: "a").map(\.kind)
+                == ["started", "paused", "resumed", "cancelled", "restarted", "removed"])
+    }
+
+    @Test("Extend and shorten move the deadline; shortening past zero expires at once")
+    func extendAndShorten() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("a", duration: .minutes(1))
+        try await run(store, fixture.clock, for: .seconds(20))
+        let extended = try await store.extend("a", by: .seconds(30))
+        #expect(extended.remaining == .seconds(70) && extended.duration == .seconds(90))
+        let shortened = try await store.shorten("a", by: .seconds(60))
+        #expect(shortened.remaining == .seconds(10) && shortened.generation == 3)
+        let over = try await store.shorten("a", by: .minutes(5))
+        #expect(over.state == .expired && over.remaining == .zero && over.elapsed == .seconds(20))
+        let expiry = try #require(try await events(store, key: "a", kind: "expired").first)
+        #expect(expiry.lateMs == 0 && expiry.generation == 4)
+        await expectError(.wrongState) { try await store.extend("a", by: .seconds(1)) }
+
+        try await store.startStopwatch("w")
+        await expectError(.wrongState) { try await store.extend("w", by: .seconds(1)) }
+    }
+
+    @Test("A paused countdown can be extended and shortened")
+    func pausedCountdownChangesDuration() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("a", duration: .minutes(1))
+        try await run(store, fixture.clock, for: .seconds(15))
+        try await store.pause("a")
+        #expect(try await store.extend("a", by: .seconds(5)).remaining == .seconds(50))
+        #expect(try await store.shorten("a", by: .seconds(20)).remaining == .seconds(30))
+        try await run(store, fixture.clock, for: .seconds(100))
+        #expect(try await store.resume("a").remaining == .seconds(30))
+    }
+
+    @Test("A countdown can end at an instant of the calibrated wall clock")
+    func startEndingAtAnInstant() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        let server = Date(millisecondsSince1970: fixture.clock.systemMilliseconds + 60_000)
+        try await store.calibrate(serverTime: server)
+        let item = try await store.start("sale", endingAt: server.addingTimeInterval(15 * 60))
+        #expect(item.remaining == .minutes(15))
+        #expect(item.deadlineAt == server.addingTimeInterval(15 * 60))
+    }
+
+    @Test("Bulk start writes every item in one transaction, and keep ignores duplicates")
+    func bulkStart() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        let requests: [CountdownRequest] = (0..<1000).map {
+            $0.isMultiple(of: 10) ? .stopwatch("k\($0)") : .countdown("k\($0)", duration: .seconds(Int64($0) + 1), group: "bulk")
+        }
+        let started = try await store.start(requests)
+        #expect(started.count == 1000)
+        #expect(try await store.counts().count(.running) == 1000)
+        let again = try await store.start(requests, whenActive: .keep)
+        #expect(again.allSatisfy { $0.generation == 1 })
+        #expect(try await events(store).count == 1000, "keep writes no event")
+    }
+
+    @Test("Prune removes old ended items and acknowledged old events only")
+    func prune() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("old", duration: .seconds(1))
+        try await store.start("cancelled", duration: .minutes(1))
+        try await store.cancel("cancelled")
+        try await store.start("running", duration: .hours(100))
+        try await run(store, fixture.clock, for: .seconds(2))
+        try await store.expireDue()
+        try await run(store, fixture.clock, for: .hours(2), step: .minutes(1))
+        try await store.start("recent", duration: .seconds(1))
+        try await run(store, fixture.clock, for: .seconds(2))
+        try await store.expireDue()
+
+        let result = try await store.prune(olderThan: .hours(1))
+        #expect(result.items == 2)
+        #expect(try await store.countdown("old") == nil)
+        #expect(try await store.countdown("recent")?.state == .expired)
+        #expect(try await store.countdown("running")?.state == .running)
+        #expect(result.events == 5)
+    }
+}
