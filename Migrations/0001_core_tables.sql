@@ -46,6 +46,10 @@ CREATE INDEX countdowns_paused_by_remaining
     ON countdowns (deadline_ms - paused_at_ms, key)
     WHERE state = 'paused' AND deadline_ms IS NOT NULL;
 
+CREATE INDEX countdowns_paused_by_group
+    ON countdowns (group_name, deadline_ms - paused_at_ms, key)
+    WHERE state = 'paused' AND deadline_ms IS NOT NULL;
+
 CREATE INDEX countdowns_expired_by_time
     ON countdowns (expired_at_ms)
     WHERE state = 'expired';

@@ -1,0 +1,163 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import CountdownStore
+
+@Suite("Queries")
+struct QueryTests {
+    /// A store on a host DatabaseQueue whose every executed statement is recorded with its arguments.
+    final class TracedStore: Sendable {
+        let folder: TemporaryFolder
+        let clock = VirtualClock()
+        let store: CountdownStore
+        let queue: DatabaseQueue
+        private let statements = Locked<[String]>([])
+
+        init() throws {
+            folder = try TemporaryFolder()
+            var configuration = GRDB.Configuration()
+            configuration.publicStatementArguments = true
+            let recorded = statements
+            configuration.prepareDatabase { db in
+                db.trace { event in
+                    if case .statement(let statement) = event {
+                        recorded.withLock { $0.append(statement.expandedSQL) }
+                    }
+                }
+            }
+            queue = try DatabaseQueue(path: folder.path(), configuration: configuration)
+            store = try CountdownStore(database: queue, configuration: .init(clock: clock))
+        }
+
+        /// The statements `body` executed that read the countdowns table.
+        func selects(during body: () async throws -> Void) async throws -> [String] {
+            statements.withLock { $0.removeAll() }
+            try await body()
+            return statements.withLock { $0 }.filter { $0.hasPrefix("SELECT") && $0.contains("FROM countdowns") }
+        }
+
+        func plan(_ sql: String) throws -> String {
+            try queue.read { db in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String }.joined(separator: " | ")
+            }
+        }
+    }
+
+    @Test("Next deadline and the soonest active items come from indexes, never a scan")
+    func nextDeadlineAndTopNUseIndexes() async throws {
+        let traced = try TracedStore()
+        let store = traced.store
+        try await store.start((0..<300).map {
+            .countdown("k\($0)", duration: .seconds(Int64($0 * 7 % 300) + 1), group: "g\($0 % 3)", policy: $0.isMultiple(of: 2) ? .wall : .active)
+        })
+        try await store.pause("k5")
+        try await store.database.write { db in try db.execute(sql: "ANALYZE") }
+
+        for (name, body) in [
+            ("nextDeadline", { _ = try await store.nextDeadline() }),
+            ("active", { _ = try await store.active(limit: 20) }),
+            ("active by group", { _ = try await store.active(group: "g1", limit: 20) }),
+            ("expiring", { _ = try await store.expiring(within: .seconds(30)) }),
+            ("expireDue", { _ = try await store.expireDue() }),
+        ] as [(String, () async throws -> Void)] {
+            let selects = try await traced.selects(during: body)
+            #expect(!selects.isEmpty, "\(name) ran a query")
+            for sql in selects {
+                let plan = try traced.plan(sql)
+                let usesIndex = plan.contains("USING INDEX countdowns_") || plan.contains("USING COVERING INDEX countdowns_")
+                    || plan.contains("sqlite_autoindex_countdowns") || plan.contains("INTEGER PRIMARY KEY")
+                // "SCAN countdowns" alone is a full table scan; "SCAN … USING INDEX" walks an index in order up to LIMIT.
+                let fullScan = plan.split(separator: "|").contains { $0.trimmingCharacters(in: .whitespaces) == "SCAN countdowns" }
+                #expect(usesIndex && !fullScan, "\(name): \(sql) → \(plan)")
+                if sql.contains("group_name =") {
+                    #expect(plan.contains("SEARCH countdowns"), "\(name) seeks straight to its group: \(plan)")
+                }
+                #expect(!plan.contains("USE TEMP B-TREE FOR ORDER BY"), "\(name) sorts through its index: \(plan)")
+            }
+        }
+    }
+
+    @Test("Active items come soonest first across policies and pauses, stopwatches last, paged by cursor")
+    func activeItemsArePagedSoonestFirst() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("wall-30", duration: .seconds(30), policy: .wall)
+        try await store.start("active-20", duration: .seconds(20), policy: .active)
+        try await store.start("paused-25", duration: .seconds(25))
+        try await store.pause("paused-25")
+        try await store.start("wall-10", duration: .seconds(10), policy: .wall, payload: .text("x"))
+        try await store.startStopwatch("watch-b")
+        try await store.startStopwatch("watch-a", policy: .active)
+        try await store.start("ended", duration: .seconds(5))
+        try await store.cancel("ended")
+        // A suspend makes the wall items run ahead of the active ones.
+        try await store.suspend()
+        fixture.clock.advance(by: .seconds(8))
+        try await store.resume()
+
+        let whole = try await store.active()
+        #expect(whole.items.map(\.key) == ["wall-10", "active-20", "wall-30", "paused-25", "watch-a", "watch-b"])
+        #expect(whole.next == nil)
+        #expect(whole.items.map(\.remaining) == [.seconds(2), .seconds(20), .seconds(22), .seconds(25), nil, nil])
+
+        var keys: [String] = []
+        var cursor: ActiveCursor?
+        repeat {
+            let page = try await store.active(limit: 2, after: cursor)
+            keys += page.items.map(\.key)
+            cursor = page.next
+            fixture.clock.advance(by: .seconds(1))  // time passes between pages; the order holds
+        } while cursor != nil
+        #expect(keys == whole.items.map(\.key))
+    }
+
+    @Test("Every item of one answer carries figures computed at one instant")
+    func figuresShareOneInstant() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start((0..<50).map { .countdown("k\($0)", duration: .minutes(10)) })
+        try await run(store, fixture.clock, for: .seconds(3))
+        let page = try await store.active()
+        #expect(Set(page.items.map(\.computedAt)).count == 1)
+        #expect(Set(page.items.map(\.remaining)).count == 1)
+    }
+
+    @Test("Expired items come newest first, by group and since an instant")
+    func expiredItems() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        for (index, group) in ["a", "b", "a", "b", "a"].enumerated() {
+            try await store.start("e\(index)", duration: .seconds(1), group: group)
+            try await run(store, fixture.clock, for: .seconds(2))
+            try await store.expireDue()
+        }
+        #expect(try await store.expired().map(\.key) == ["e4", "e3", "e2", "e1", "e0"])
+        #expect(try await store.expired(group: "a").map(\.key) == ["e4", "e2", "e0"])
+        let third = try #require(try await store.countdown("e2")?.expiredAt)
+        #expect(try await store.expired(since: third).map(\.key) == ["e4", "e3", "e2"])
+        #expect(try await store.expired(limit: 2).map(\.key) == ["e4", "e3"])
+    }
+
+    @Test("Paused items, items expiring within a window, counts and the next deadline")
+    func otherQueries() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("soon", duration: .seconds(5), group: "x")
+        try await store.start("later", duration: .minutes(5), group: "x", policy: .active)
+        try await store.start("paused", duration: .minutes(1), group: "y")
+        try await store.pause("paused")
+        try await store.startStopwatch("watch", group: "y")
+        try await store.pause("watch")
+        try await store.start("gone", duration: .seconds(1))
+        try await store.cancel("gone")
+
+        #expect(try await store.paused().map(\.key) == ["paused", "watch"])
+        #expect(try await store.expiring(within: .seconds(10)).map(\.key) == ["soon"])
+        #expect(try await store.expiring(within: .hours(1)).map(\.key) == ["soon", "later"])
+        #expect(try await store.nextDeadline()?.key == "soon")
+        let counts = try await store.counts()
+        #expect(counts.count(.running) == 2 && counts.count(.paused) == 2 && counts.count(.cancelled) == 1)
+        #expect(counts.count(.paused, group: "y") == 2 && counts.total == 5)
+    }
+}
