@@ -1,0 +1,152 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import CountdownStore
+
+/// The views compute their figures at query time from the system clock; the Swift API from the
+/// boot clock. On the real clock they must agree within 50 ms.
+@Suite("Views")
+struct ViewTests {
+    struct ViewRow: Sendable, Hashable {
+        var key: String
+        var state: String
+        var remainingMs: Int64?
+        var elapsedMs: Int64
+        var startedAt: String
+        var deadlineAt: String?
+        var expiredAt: String?
+    }
+
+    private func rows(_ store: CountdownStore, _ view: String) async throws -> [String: ViewRow] {
+        try await store.database.read { db in
+            var result: [String: ViewRow] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM \(view)") {
+                let key: String = row["key"]
+                result[key] = ViewRow(
+                    key: key, state: row["state"], remainingMs: row["remaining_ms"], elapsedMs: row["elapsed_ms"],
+                    startedAt: row["started_at"], deadlineAt: row["deadline_at"], expiredAt: row["expired_at"])
+            }
+            return result
+        }
+    }
+
+    /// Whether `text` is an ISO-8601 UTC instant with milliseconds, like `2026-11-21T08:33:16.123Z`.
+    private static func isISO(_ text: String?) -> Bool {
+        guard let text else { return false }
+        return text.wholeMatch(of: #/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/#) != nil
+    }
+
+    /// The view read just before and just after the API must bracket the API's figures, within 50 ms:
+    /// the views and the Swift API compute the same model, only at slightly different instants.
+    private func expectAgreement(_ store: CountdownStore, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let before = try await rows(store, "active_countdowns")
+        let items = try await store.active(limit: 1000).items
+        let after = try await rows(store, "active_countdowns")
+        #expect(Set(before.keys) == Set(items.map(\.key)), sourceLocation: sourceLocation)
+        func within(_ value: Int64, _ first: Int64, _ second: Int64) -> Bool {
+            value >= min(first, second) - 50 && value <= max(first, second) + 50
+        }
+        for item in items {
+            let early = try #require(before[item.key], sourceLocation: sourceLocation)
+            let late = try #require(after[item.key], sourceLocation: sourceLocation)
+            #expect(early.state == item.state.rawValue, sourceLocation: sourceLocation)
+            if let remaining = item.remaining {
+                let (first, second) = (try #require(early.remainingMs), try #require(late.remainingMs))
+                #expect(within(remaining.milliseconds, first, second), "\(item.key): API \(remaining), views \(first) and \(second) ms", sourceLocation: sourceLocation)
+            } else {
+                #expect(early.remainingMs == nil, sourceLocation: sourceLocation)
+            }
+            #expect(within(item.elapsed.milliseconds, early.elapsedMs, late.elapsedMs), "\(item.key)", sourceLocation: sourceLocation)
+            #expect(Self.isISO(early.startedAt), "\(early.startedAt)", sourceLocation: sourceLocation)
+            #expect(early.startedAt == ISO8601DateFormatter.milliseconds.string(from: item.startedAt), sourceLocation: sourceLocation)
+            if item.state == .running, item.kind == .countdown {
+                #expect(Self.isISO(early.deadlineAt), sourceLocation: sourceLocation)
+            } else {
+                #expect(early.deadlineAt == nil, sourceLocation: sourceLocation)
+            }
+        }
+    }
+
+    @Test("The views agree with the API within 50 ms while a lease holder ticks")
+    func viewsAgreeWhileTicking() async throws {
+        let folder = try TemporaryFolder()
+        let store = try CountdownStore(path: folder.path())
+        try await store.heartbeat()
+        try await store.start("wall", duration: .minutes(15), group: "payments")
+        try await store.start("active", duration: .minutes(5), policy: .active)
+        try await store.start("paused", duration: .minutes(1))
+        try await store.pause("paused")
+        try await store.startStopwatch("watch")
+        try await store.heartbeat()
+        try await expectAgreement(store)
+    }
+
+    @Test("With no lease holder, active items show the value frozen at the last heartbeat")
+    func viewsFreezeActiveItemsWithoutALeaseHolder() async throws {
+        let folder = try TemporaryFolder()
+        // The store last ran a minute ago (its clock reads a minute behind the real one),
+        // ticked for 10 s, and stopped; the views read the real clock.
+        let clock = VirtualClock(start: Date().addingTimeInterval(-60), bootIdentity: nil)
+        let store = try CountdownStore(path: folder.path(), configuration: .init(clock: clock))
+        try await store.heartbeat()
+        try await store.start("active", duration: .minutes(5), policy: .active)
+        try await store.start("wall", duration: .minutes(5), policy: .wall)
+        try await run(store, clock, for: .seconds(10))
+        try await store.close()
+
+        let lastHeartbeat = clock.systemMilliseconds
+        let reader = try CountdownStore(path: folder.path())
+        let realBefore = Date().millisecondsSince1970
+        let viewRows = try await rows(reader, "active_countdowns")
+        let realAfter = Date().millisecondsSince1970
+        #expect(viewRows["active"]?.elapsedMs == 10_000, "frozen at the last heartbeat")
+        // Wall time kept counting: 10 s ticked plus the (about a minute of) real time since the last heartbeat.
+        let wallElapsed = try #require(viewRows["wall"]?.elapsedMs)
+        #expect(wallElapsed >= 10_000 + realBefore - lastHeartbeat - 50, "\(wallElapsed)")
+        #expect(wallElapsed <= 10_000 + realAfter - lastHeartbeat + 50, "\(wallElapsed)")
+
+        // A store opened now on the real clock agrees with the views.
+        try await expectAgreement(reader)
+    }
+
+    @Test("Expired items show in expired_countdowns with an ISO-8601 expiry instant")
+    func expiredView() async throws {
+        let folder = try TemporaryFolder()
+        let clock = VirtualClock(start: Date())
+        let store = try CountdownStore(path: folder.path(), configuration: .init(clock: clock))
+        try await store.start("done", duration: .seconds(1), group: "g")
+        clock.advance(by: .seconds(2))
+        let expired = try #require(try await store.expireDue().first)
+        let row = try #require(try await rows(store, "expired_countdowns")["done"])
+        #expect(row.state == "expired" && row.remainingMs == 0 && row.elapsedMs == 1000)
+        #expect(row.expiredAt == ISO8601DateFormatter.milliseconds.string(from: try #require(expired.expiredAt)))
+        #expect(try await rows(store, "active_countdowns").isEmpty)
+    }
+
+    @Test(
+        "sqlite3 at the command line shows the items with ISO-8601 instants and remaining time",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    func sqlite3CommandLineReadsTheViews() async throws {
+        let folder = try TemporaryFolder()
+        let store = try CountdownStore(path: folder.path())
+        try await store.start("order-1042", duration: .minutes(15), group: "payments")
+        try await store.close()
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [folder.path(), "SELECT key, group_name, state, remaining_ms, deadline_at FROM active_countdowns"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        process.waitUntilExit()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let fields = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|").map(String.init)
+        #expect(process.terminationStatus == 0)
+        #expect(fields.count == 5, "\(text)")
+        #expect(fields.prefix(3) == ["order-1042", "payments", "running"])
+        let remaining = try #require(Int64(fields[3]))
+        #expect(remaining <= 900_000 && remaining > 890_000)
+        #expect(Self.isISO(fields[4]), "\(fields[4])")
+    }
+}
