@@ -97,7 +97,7 @@ struct ValidationTests {
         try await expectRefused(.invalidDuration) { try await $0.extend("existing", by: .seconds(3_155_760_000)) }
         try await expectRefused(.invalidDuration) { try await $0.shorten("existing", by: .zero) }
         try await expectRefused(.invalidDuration) { try await $0.prune(olderThan: .seconds(-1)) }
-        try await expectRefused(.invalidDuration) { try await $0.expiring(within: .zero) }
+        try await expectRefused(.invalidDuration) { _ = try await $0.expiring(within: .zero) }
     }
 
     @Test("Durations: 1 ms and 100 years are accepted")
