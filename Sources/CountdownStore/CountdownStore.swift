@@ -26,6 +26,8 @@ public final class CountdownStore: Sendable {
     public let instanceID: String
 
     let repository: SQLiteRepository
+    /// Bumped after every committed write of this instance that changed items or events.
+    let changes = ChangeSignal()
     private let state = Locked(MemoryState())
     private let ownsDatabase: Bool
 
@@ -34,6 +36,9 @@ public final class CountdownStore: Sendable {
         var floor: StoreTime?
         /// Whether the host said it is suspended.
         var suspended = false
+        /// The checkpoint and lease expiry this instance saw last, to compute the time without a query.
+        var lastCheckpoint: Checkpoint?
+        var lastLeaseExpiry: Int64 = 0
         var closed = false
     }
 
@@ -74,15 +79,43 @@ public final class CountdownStore: Sendable {
     // MARK: - Transactions with the clocks moved to now
 
     /// Runs `body` in one write transaction, after moving the store's clocks to now and checkpointing them.
+    ///
+    /// - Parameter notifies: whether the write changes items or events, so that waiters
+    ///   (the ticker, event streams) should look again once it commits.
     func writing<T: Sendable>(
+        notifies: Bool = true,
         _ body: @escaping @Sendable (any RepositoryWriting, StoreTime) throws -> T
     ) async throws(CountdownError) -> T {
-        try await translatingErrors(path: path) {
+        let result = try await translatingErrors(path: path) {
             try await repository.write { tx in
                 let time = try self.advanceClocks(tx)
                 return try body(tx, time)
             }
         }
+        if notifies { changes.bump() }
+        return result
+    }
+
+    /// Keeps the checkpoint and lease as this transaction leaves them: called by the few
+    /// operations that change either after ``advanceClocks(_:)`` recorded them.
+    private func remember(_ tx: any RepositoryReading) throws {
+        remember(try tx.checkpoint(), leaseExpiry: try tx.lease().expiresAtMs)
+    }
+
+    private func remember(_ checkpoint: Checkpoint?, leaseExpiry: Int64) {
+        state.withLock { memory in
+            memory.lastCheckpoint = checkpoint
+            memory.lastLeaseExpiry = leaseExpiry
+        }
+    }
+
+    /// The store's clocks now, computed from the last checkpoint this instance saw, without a query;
+    /// `nil` before the first transaction.
+    func cachedTime() -> StoreTime? {
+        let reading = ClockReading(configuration.clock)
+        let (checkpoint, leaseExpiry) = state.withLock { ($0.lastCheckpoint, $0.lastLeaseExpiry) }
+        guard let checkpoint else { return nil }
+        return raiseFloor(checkpoint.extrapolate(to: reading, leaseExpiresAt: leaseExpiry).time)
     }
 
     /// Runs `body` in one read transaction with the store's clocks extrapolated to now.
@@ -91,18 +124,52 @@ public final class CountdownStore: Sendable {
     ) async throws(CountdownError) -> T {
         try await translatingErrors(path: path) {
             try await repository.read { tx in
-                let (extrapolation, _) = try self.extrapolate(tx)
+                let (extrapolation, checkpoint, lease) = try self.extrapolate(tx)
+                self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
                 return try body(tx, self.raiseFloor(extrapolation.time))
             }
         }
     }
 
-    private func extrapolate(_ tx: any RepositoryReading) throws -> (Extrapolation, Checkpoint) {
+    private func extrapolate(
+        _ tx: any RepositoryReading, at reading: ClockReading? = nil
+    ) throws -> (Extrapolation, Checkpoint, Lease) {
         guard let checkpoint = try tx.checkpoint() else {
             throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
         }
-        let reading = ClockReading(configuration.clock)
-        return (checkpoint.extrapolate(to: reading, leaseExpiresAt: try tx.lease().expiresAtMs), checkpoint)
+        let reading = reading ?? ClockReading(configuration.clock)
+        let lease = try tx.lease()
+        return (checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease)
+    }
+
+    /// The boot-clock instant at which the next running countdown comes due, from the deadline
+    /// indexes; `nil` when none will come due while the host stays as it is (an `active`
+    /// countdown never comes due while suspended or while nobody holds the lease).
+    func nextDueBoot() async throws(CountdownError) -> Int64? {
+        let clock = configuration.clock
+        return try await translatingErrors(path: path) {
+            try await repository.read { tx in
+                let reading = ClockReading(clock)
+                let (extrapolation, checkpoint, lease) = try self.extrapolate(tx, at: reading)
+                self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+                let time = self.raiseFloor(extrapolation.time)
+                var policies: [CountdownPolicy] = [.wall]
+                if extrapolation.ticking { policies.append(.active) }
+                return try policies.compactMap { policy in
+                    try tx.nextDeadline(policy: policy).map { reading.boot + max(0, $0.sortRemainingMs(at: time)) }
+                }.min()
+            }
+        }
+    }
+
+    /// SQLite's `data_version` on the writing connection: it changes when another connection
+    /// (another process) commits.
+    func dataVersion() async throws(CountdownError) -> Int {
+        try await translatingErrors(path: path) {
+            try await database.writeWithoutTransaction { db in
+                try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
+            }
+        }
     }
 
     /// `time`, raised so that this instance never hands out a clock reading below an earlier one.
@@ -117,7 +184,7 @@ public final class CountdownStore: Sendable {
     /// Moves the checkpoint to now, recording a clock event when the system clock disagrees.
     private func advanceClocks(_ tx: any RepositoryWriting) throws -> StoreTime {
         let reading = ClockReading(configuration.clock)
-        let (extrapolation, checkpoint) = try extrapolate(tx)
+        let (extrapolation, checkpoint, lease) = try extrapolate(tx)
         let time = raiseFloor(extrapolation.time)
         var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
         let tolerance = configuration.clockEditTolerance.milliseconds
@@ -139,6 +206,7 @@ public final class CountdownStore: Sendable {
         }
         if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew }
         try tx.save(next, creating: false)
+        remember(next, leaseExpiry: lease.expiresAtMs)
         return time
     }
 
@@ -167,7 +235,7 @@ public final class CountdownStore: Sendable {
         let me = instanceID
         let leaseMs = configuration.leaseDuration.milliseconds
         let suspended = state.withLock { $0.suspended }
-        return try await writing { tx, time in
+        return try await writing(notifies: false) { tx, time in
             let lease = try tx.lease()
             let free = lease.holder == nil || lease.expiresAtMs <= time.wall
             guard lease.holder == me || free else {
@@ -182,6 +250,7 @@ public final class CountdownStore: Sendable {
                 holder: me, acquiredAtMs: lease.holder == me ? lease.acquiredAtMs : time.wall,
                 expiresAtMs: time.wall + leaseMs)
             try tx.save(renewed)
+            try self.remember(tx)
             return .held(until: Date(millisecondsSince1970: renewed.expiresAtMs))
         }
     }
@@ -212,6 +281,7 @@ public final class CountdownStore: Sendable {
                 try tx.save(lease)
             }
             try tx.append(EventRecord(suspended ? .hostSuspended : .hostResumed, at: time))
+            try self.remember(tx)
         }
     }
 
@@ -250,6 +320,7 @@ public final class CountdownStore: Sendable {
                     .calibrated, at: calibrated,
                     detail: ["offset_ms": checkpoint.calibrationOffset, "previous_offset_ms": previousOffset,
                              "wall_before_ms": time.wall]))
+            try self.remember(tx)
             return calibrated
         }
         state.withLock { memory in
@@ -259,19 +330,26 @@ public final class CountdownStore: Sendable {
         return time
     }
 
-    /// Writes a final heartbeat, gives up the lease if this instance holds it, and closes the
-    /// database if the store opened it. The store must not be used afterwards.
-    public func close() async throws(CountdownError) {
-        guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
+    /// Writes a final heartbeat and gives up the lease if this instance holds it, so that another
+    /// process's ticker can take over at once. The ticker calls this when it stops.
+    public func releaseLease() async throws(CountdownError) {
         let me = instanceID
-        try await writing { tx, time in
+        try await writing(notifies: false) { tx, time in
             var lease = try tx.lease()
             if lease.holder == me {
                 lease.holder = nil
                 lease.expiresAtMs = time.wall
                 try tx.save(lease)
+                try self.remember(tx)
             }
         }
+    }
+
+    /// Writes a final heartbeat, gives up the lease if this instance holds it, and closes the
+    /// database if the store opened it. The store must not be used afterwards.
+    public func close() async throws(CountdownError) {
+        guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
+        try await releaseLease()
         if ownsDatabase, let pool = database as? DatabasePool {
             try translatingErrorsNow(path: path) { try pool.close() }
         }

@@ -40,6 +40,12 @@ protocol RepositoryReading {
     func nextDeadline(policy: CountdownPolicy) throws -> ItemRecord?
     func counts() throws -> [CountRow]
     func events(afterID: Int64, limit: Int) throws -> [EventRecord]
+    func lastEventID() throws -> Int64
+    /// The items with these keys, whatever their state.
+    func items(keys: [String]) throws -> [ItemRecord]
+    /// Running and paused items, of one group or of all.
+    func activeItems(group: String?, limit: Int) throws -> [ItemRecord]
+    func consumerCursor(_ name: String) throws -> Int64?
 }
 
 /// Writes inside one transaction.
@@ -50,6 +56,9 @@ protocol RepositoryWriting: RepositoryReading {
     func update(_ item: ItemRecord) throws
     func delete(_ item: ItemRecord) throws
     func append(_ event: EventRecord) throws
+    func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws
+    /// Moves a consumer's cursor forward to `id` (never back).
+    func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws
     /// Deletes expired and cancelled items that ended before `cutoffMs`; returns how many.
     func deleteItems(endedBefore cutoffMs: Int64) throws -> Int
     /// Deletes events recorded before `cutoffMs` that every named consumer has acknowledged.

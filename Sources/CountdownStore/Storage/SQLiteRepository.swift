@@ -194,6 +194,36 @@ struct SQLiteTransaction: RepositoryWriting {
             db, sql: "SELECT * FROM countdown_events WHERE id > ? ORDER BY id LIMIT ?", arguments: [afterID, limit])
     }
 
+    func lastEventID() throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT coalesce(max(id), 0) FROM countdown_events") ?? 0
+    }
+
+    func items(keys: [String]) throws -> [ItemRecord] {
+        var items: [ItemRecord] = []
+        for start in stride(from: 0, to: keys.count, by: 500) {
+            let chunk = Array(keys[start..<min(start + 500, keys.count)])
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            items += try ItemRecord.fetchAll(
+                db, sql: "SELECT * FROM countdowns WHERE key IN (\(marks))", arguments: StatementArguments(chunk))
+        }
+        return items
+    }
+
+    func activeItems(group: String?, limit: Int) throws -> [ItemRecord] {
+        if let group {
+            return try ItemRecord.fetchAll(
+                db,
+                sql: "SELECT * FROM countdowns WHERE state IN ('running', 'paused') AND group_name = ? LIMIT ?",
+                arguments: [group, limit])
+        }
+        return try ItemRecord.fetchAll(
+            db, sql: "SELECT * FROM countdowns WHERE state IN ('running', 'paused') LIMIT ?", arguments: [limit])
+    }
+
+    func consumerCursor(_ name: String) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT last_event_id FROM countdown_consumers WHERE name = ?", arguments: [name])
+    }
+
     // MARK: Writing
 
     func save(_ checkpoint: Checkpoint, creating: Bool) throws {
@@ -232,6 +262,21 @@ struct SQLiteTransaction: RepositoryWriting {
     func append(_ event: EventRecord) throws {
         var event = event
         try event.insert(db)
+    }
+
+    func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
+        try db.execute(
+            sql: "INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?, ?, ?)",
+            arguments: [name, cursor, wallMs])
+    }
+
+    func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?1, ?2, ?3)
+                ON CONFLICT (name) DO UPDATE SET last_event_id = max(last_event_id, ?2), updated_at_ms = ?3
+                """,
+            arguments: [name, id, wallMs])
     }
 
     func deleteItems(endedBefore cutoffMs: Int64) throws -> Int {

@@ -22,6 +22,10 @@ public protocol StoreClock: Sendable {
     /// An identifier of the current boot, or `nil` where the platform does not tell.
     /// Two readings of ``bootMilliseconds`` are comparable only within one boot.
     var bootIdentity: String? { get }
+    /// Suspends the calling task until ``bootMilliseconds`` reaches `deadline`.
+    ///
+    /// - Throws: `CancellationError` when the task is cancelled first.
+    func sleep(untilBootMilliseconds deadline: Int64) async throws
 }
 
 /// The real clocks of the machine.
@@ -45,6 +49,17 @@ public struct SystemClock: StoreClock {
         clock_gettime(CLOCK_MONOTONIC, &spec)
         #endif
         return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+
+    /// Sleeps on the continuous clock (which also reads the boot clock), never on a wall-clock difference.
+    public func sleep(untilBootMilliseconds deadline: Int64) async throws {
+        let delay = deadline - bootMilliseconds
+        if delay <= 0 {
+            try Task.checkCancellation()
+            return
+        }
+        // The boot clock is read truncated to the millisecond, so this never wakes before `deadline`.
+        try await Task.sleep(for: .milliseconds(delay), tolerance: .zero, clock: .continuous)
     }
 
     /// The kernel's boot identifier: `/proc/sys/kernel/random/boot_id` on Linux,

@@ -17,6 +17,8 @@ public final class VirtualClock: StoreClock, @unchecked Sendable {
     private var boot: Int64
     private var bootID: String?
     private var boots = 0
+    private var sleepers: [UInt64: (deadline: Int64, continuation: CheckedContinuation<Void, any Error>)] = [:]
+    private var nextSleeper: UInt64 = 0
 
     /// A clock whose wall clock reads `start` and whose boot clock reads `uptime`.
     public init(
@@ -36,12 +38,47 @@ public final class VirtualClock: StoreClock, @unchecked Sendable {
     /// The virtual boot's identifier.
     public var bootIdentity: String? { lock.withLock { bootID } }
 
-    /// Lets real time pass: the wall clock and the boot clock both move forward by `duration`.
+    /// Lets real time pass: the wall clock and the boot clock both move forward by `duration`,
+    /// and every sleeper whose deadline has come is woken.
     public func advance(by duration: Duration) {
-        lock.withLock {
+        let woken = lock.withLock {
             system += duration.milliseconds
             boot += duration.milliseconds
+            return takeSleepers { $0 <= boot }
         }
+        woken.forEach { $0.resume() }
+    }
+
+    /// Suspends until ``advance(by:)`` moves the boot clock to `deadline`.
+    public func sleep(untilBootMilliseconds deadline: Int64) async throws {
+        let id = lock.withLock {
+            nextSleeper += 1
+            return nextSleeper
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow: (any Error)?? = lock.withLock {
+                    if Task.isCancelled { return .some(CancellationError()) }
+                    if deadline <= boot { return .some(nil) }
+                    sleepers[id] = (deadline, continuation)
+                    return .none
+                }
+                switch resumeNow {
+                case .some(.some(let error)): continuation.resume(throwing: error)
+                case .some(.none): continuation.resume()
+                case .none: break
+                }
+            }
+        } onCancel: {
+            let sleeper = lock.withLock { sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Removes and returns the continuations of sleepers whose deadline matches. Call under `lock`.
+    private func takeSleepers(where due: (Int64) -> Bool) -> [CheckedContinuation<Void, any Error>] {
+        let ids = sleepers.filter { due($0.value.deadline) }.map(\.key)
+        return ids.compactMap { sleepers.removeValue(forKey: $0)?.continuation }
     }
 
     /// Sets the wall clock by `offset` (forwards or backwards), as a person or NTP would;
@@ -57,13 +94,17 @@ public final class VirtualClock: StoreClock, @unchecked Sendable {
 
     /// The machine is off for `downtime` and boots again: the wall clock moves on by `downtime`,
     /// the boot clock starts again from `uptime`, and the boot identity changes.
+    ///
+    /// Sleepers are woken: whatever slept across the reboot finds a different world.
     public func reboot(after downtime: Duration, uptime: Duration = .seconds(5)) {
-        lock.withLock {
+        let woken = lock.withLock {
             boots += 1
             system += downtime.milliseconds
             boot = uptime.milliseconds
             bootID = bootID.map { _ in "virtual-boot-\(boots)" }
+            return takeSleepers { _ in true }
         }
+        woken.forEach { $0.resume() }
     }
 }
 

@@ -37,6 +37,13 @@ struct QueryTests {
             return statements.withLock { $0 }.filter { $0.hasPrefix("SELECT") && $0.contains("FROM countdowns") }
         }
 
+        /// Every statement `body` executed.
+        func allStatements(during body: () async throws -> Void) async throws -> [String] {
+            statements.withLock { $0.removeAll() }
+            try await body()
+            return statements.withLock { $0 }
+        }
+
         func plan(_ sql: String) throws -> String {
             try queue.read { db in
                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String }.joined(separator: " | ")

@@ -1,0 +1,289 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// The one timer loop of a store: it expires countdowns when they come due, writes heartbeats,
+/// notices other processes' writes, and drives display ticks. There is never a timer per countdown.
+///
+/// Run it in a `ServiceGroup` beside the host's own services, or on its own:
+///
+/// ```swift
+/// let ticker = CountdownTicker(store: store)
+/// let group = ServiceGroup(services: [ticker, myServer], logger: logger)
+/// try await group.run()        // or: try await ticker.run() in a task you cancel
+/// ```
+///
+/// It sleeps until the earliest of: the next deadline (an index lookup), the next aligned display
+/// tick, the next heartbeat, and the next check for other processes' writes (every 250 ms); every
+/// sleep is capped at one second and measured on the boot clock. A write by the same store
+/// instance wakes it at once.
+///
+/// Only the ticker holding the store's lease advances the active timeline and fires expiries;
+/// tickers in other processes stand by and one takes over within two lease intervals after the
+/// holder dies. A graceful shutdown (or cancellation) writes a final heartbeat and frees the lease.
+public final class CountdownTicker: Service, Sendable {
+    /// The store this ticker drives.
+    public let store: CountdownStore
+
+    /// How often other processes' writes are looked for.
+    static let pollMs: Int64 = 250
+    /// The longest sleep.
+    static let capMs: Int64 = 1000
+
+    private let state = Locked(State())
+
+    private struct State {
+        var running = false
+        var lease: CountdownStore.LeaseStatus?
+        var subscriptions: [UInt64: TickSubscription] = [:]
+        var nextSubscription: UInt64 = 0
+        /// Items followed by the display subscriptions, refreshed when something changes.
+        var tickItems: [String: ItemRecord] = [:]
+        var tickItemsStale = true
+        /// While the loop sleeps: until when, and the change version it has handled.
+        var asleep: (until: Int64, version: UInt64)?
+        var idleWaiters: [CheckedContinuation<Bool, Never>] = []
+    }
+
+    /// A ticker for `store`. It does nothing until ``run()``.
+    public init(store: CountdownStore) {
+        self.store = store
+    }
+
+    /// How many display subscriptions are open.
+    public var subscriptionCount: Int { state.withLock { $0.subscriptions.count } }
+
+    /// The lease as of the last heartbeat: whether this ticker is the one advancing time.
+    public var leaseStatus: CountdownStore.LeaseStatus? { state.withLock { $0.lease } }
+
+    /// Runs the timer loop until the task is cancelled or the service group shuts down gracefully;
+    /// then writes a final heartbeat and frees the lease.
+    ///
+    /// - Throws: ``CountdownError`` when the store cannot be read or written, or when this
+    ///   ticker is already running.
+    public func run() async throws {
+        let alreadyRunning = state.withLock { state in
+            defer { state.running = true }
+            return state.running
+        }
+        if alreadyRunning {
+            throw CountdownError(.wrongState, "this ticker is already running")
+        }
+        defer {
+            state.withLock { state in
+                state.running = false
+                state.lease = nil
+            }
+        }
+        do {
+            try await cancelWhenGracefulShutdown { try await self.loop() }
+        } catch is CancellationError {
+            // Cancellation and graceful shutdown both end here.
+        } catch let error as CountdownError {
+            store.configuration.logger.error("countdown ticker stopped", metadata: ["error": "\(error.message)"])
+            try? await Task { try await self.store.releaseLease() }.value
+            throw error
+        }
+        // A fresh task: the final heartbeat must be written even though this one is cancelled.
+        try await Task { try await self.store.releaseLease() }.value
+    }
+
+    // MARK: - The loop
+
+    private func loop() async throws {
+        let clock = store.configuration.clock
+        let logger = store.configuration.logger
+        let heartbeatMs = max(1, store.configuration.heartbeatInterval.milliseconds)
+        var nextHeartbeat = Int64.min
+        var nextPoll = Int64.min
+        var dataVersion: Int?
+        var seenVersion = store.changes.version &- 1
+        var dueBoot: Int64?
+        var holding = false
+
+        while true {
+            try Task.checkCancellation()
+            let passBoot = clock.bootMilliseconds
+            let version = store.changes.version
+
+            if passBoot >= nextHeartbeat {
+                let status = try await store.heartbeat()
+                let nowHolding = if case .held = status { true } else { false }
+                if nowHolding != holding {
+                    logger.info(nowHolding ? "holding the countdown lease" : "standing by: another process holds the lease")
+                    seenVersion = version &- 1  // the deadlines that matter have changed
+                }
+                holding = nowHolding
+                state.withLock { $0.lease = status }
+                nextHeartbeat = passBoot + heartbeatMs
+            }
+            if passBoot >= nextPoll {
+                let current = try await store.dataVersion()
+                if let dataVersion, current != dataVersion {
+                    store.changes.bump()  // another process wrote: look again now
+                }
+                dataVersion = current
+                nextPoll = passBoot + Self.pollMs
+            }
+            if store.changes.version != seenVersion {
+                seenVersion = store.changes.version
+                state.withLock { $0.tickItemsStale = true }
+                dueBoot = holding ? try await store.nextDueBoot() : nil
+            }
+            if holding, let due = dueBoot, clock.bootMilliseconds >= due {
+                // Expire everything due, oldest first, in batches of one transaction each.
+                while try await store.expireDue(limit: 1000).count == 1000 {}
+                continue  // the expiries bumped the version: look at the next deadline
+            }
+            let nextTick = try await emitTicks()
+
+            var wake = min(passBoot + Self.capMs, nextHeartbeat, nextPoll)
+            if let dueBoot { wake = min(wake, dueBoot) }
+            if let nextTick { wake = min(wake, nextTick) }
+            markAsleep(until: wake, version: seenVersion)
+            defer { markAwake() }
+            try await store.changes.wait(after: seenVersion, orUntilBoot: wake, on: clock)
+        }
+    }
+
+    // MARK: - Display ticks
+
+    /// Remaining time of the items with `keys`, every `interval`, on aligned instants.
+    ///
+    /// All subscriptions with the same interval fire on the same instant (a whole multiple of
+    /// the interval on the store wall clock), so labels change in lockstep. Ticks are computed
+    /// in memory from items read once per change, not by a query per tick. Cancelling the
+    /// consuming task ends the subscription. Ticks flow while ``run()`` runs.
+    ///
+    /// - Throws: ``CountdownError`` for an invalid key or an interval outside 1 ms to 1 day.
+    public func ticks(keys: [String], every interval: Duration = .seconds(1)) throws(CountdownError) -> AsyncStream<TickSnapshot> {
+        var valid = Set<String>()
+        for key in keys { valid.insert(try Validate.key(key)) }
+        return try subscribe(.keys(valid), every: interval)
+    }
+
+    /// Remaining time of the running and paused items of `group` (of every group when `nil`),
+    /// every `interval`, on aligned instants. See ``ticks(keys:every:)``.
+    public func ticks(group: String?, every interval: Duration = .seconds(1)) throws(CountdownError) -> AsyncStream<TickSnapshot> {
+        try subscribe(.group(try Validate.group(group)), every: interval)
+    }
+
+    private func subscribe(_ selection: TickSelection, every interval: Duration) throws(CountdownError) -> AsyncStream<TickSnapshot> {
+        let intervalMs = interval.milliseconds
+        guard intervalMs >= 1, intervalMs <= 86_400_000 else {
+            throw CountdownError(.invalidArgument, "invalid tick interval \(interval): must be between 1ms and 1 day")
+        }
+        let (stream, continuation) = AsyncStream.makeStream(of: TickSnapshot.self, bufferingPolicy: .bufferingNewest(1))
+        let id = state.withLock { state in
+            state.nextSubscription += 1
+            state.subscriptions[state.nextSubscription] = TickSubscription(
+                selection: selection, intervalMs: intervalMs, nextWall: nil, continuation: continuation)
+            state.tickItemsStale = true
+            return state.nextSubscription
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscriptions.removeValue(forKey: id) }
+        }
+        store.changes.bump()  // wake the loop to schedule the first tick
+        return stream
+    }
+
+    /// Sends every tick that is due; returns the boot instant of the next one.
+    private func emitTicks() async throws -> Int64? {
+        let (empty, stale, selections) = state.withLock { state in
+            (state.subscriptions.isEmpty, state.tickItemsStale, state.subscriptions.values.map(\.selection))
+        }
+        if empty { return nil }
+        if stale {
+            let items = try await store.tickItems(for: selections)
+            state.withLock { state in
+                state.tickItems = Dictionary(items.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+                state.tickItemsStale = false
+            }
+        }
+        guard let time = store.cachedTime() else { return nil }
+        let boot = store.configuration.clock.bootMilliseconds
+        return state.withLock { state -> Int64? in
+            var earliest: Int64?
+            for (id, var subscription) in state.subscriptions {
+                let aligned = (time.wall / subscription.intervalMs + 1) * subscription.intervalMs
+                guard let next = subscription.nextWall else {
+                    subscription.nextWall = aligned
+                    state.subscriptions[id] = subscription
+                    earliest = min(earliest ?? .max, boot + aligned - time.wall)
+                    continue
+                }
+                if time.wall >= next {
+                    var tickTime = time
+                    tickTime.wall = time.wall - time.wall % subscription.intervalMs  // the aligned instant
+                    let items = state.tickItems.values.filter { subscription.selection.includes($0) }
+                        .map { (sort: $0.kind == .stopwatch ? Int64.max : $0.sortRemainingMs(at: time), item: $0) }
+                        .sorted { ($0.sort, $0.item.key) < ($1.sort, $1.item.key) }
+                        .map { $0.item.countdown(at: time) }
+                    subscription.continuation.yield(TickSnapshot(time: tickTime, items: items))
+                    subscription.nextWall = aligned
+                    state.subscriptions[id] = subscription
+                }
+                earliest = min(earliest ?? .max, boot + (subscription.nextWall ?? aligned) - time.wall)
+            }
+            return earliest
+        }
+    }
+
+    // MARK: - Idle, for tests on virtual time
+
+    /// Waits until the loop has handled everything due up to the current boot-clock instant and
+    /// every change so far, and is asleep until later. For tests that move a ``VirtualClock`` by
+    /// hand; it does not return while the ticker is not running.
+    public func waitUntilIdle() async {
+        while true {
+            let done = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let boot = store.configuration.clock.bootMilliseconds
+                let version = store.changes.version
+                let idle = state.withLock { state -> Bool in
+                    if let asleep = state.asleep, asleep.until > boot, asleep.version == version { return true }
+                    state.idleWaiters.append(continuation)
+                    return false
+                }
+                if idle { continuation.resume(returning: true) }
+            }
+            if done { return }
+        }
+    }
+
+    private func markAsleep(until wake: Int64, version: UInt64) {
+        let woken = state.withLock { state in
+            state.asleep = (wake, version)
+            defer { state.idleWaiters.removeAll() }
+            return state.idleWaiters
+        }
+        woken.forEach { $0.resume(returning: false) }  // each waiter looks again
+    }
+
+    private func markAwake() {
+        state.withLock { $0.asleep = nil }
+    }
+}
+
+extension CountdownStore {
+    /// The items display subscriptions follow, read in one transaction.
+    func tickItems(for selections: [TickSelection]) async throws(CountdownError) -> [ItemRecord] {
+        try await reading { tx, _ in
+            var keys = Set<String>()
+            var groups = Set<String?>()
+            for selection in selections {
+                switch selection {
+                case .keys(let selected): keys.formUnion(selected)
+                case .group(let group): groups.insert(group)
+                }
+            }
+            var items = try tx.items(keys: Array(keys))
+            if groups.contains(nil) {
+                items += try tx.activeItems(group: nil, limit: 100_000)
+            } else {
+                for case let group? in groups { items += try tx.activeItems(group: group, limit: 100_000) }
+            }
+            return items
+        }
+    }
+}
