@@ -12,32 +12,26 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 
     let store: CountdownStore
     let filter: EventFilter
-    let start: Start
-
-    enum Start: Sendable {
-        /// After the event with this id.
-        case after(Int64)
-        /// After whatever the table holds when iteration begins.
-        case now
-    }
+    /// Delivery begins after the event with this id.
+    let after: Int64
 
     /// Creates the iterator.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(store: store, filter: filter, start: start)
+        Iterator(store: store, filter: filter, after: after)
     }
 
     /// Reads events in batches and waits for more when it has delivered them all.
     public struct Iterator: AsyncIteratorProtocol {
         let store: CountdownStore
         let filter: EventFilter
-        var start: Start
+        var after: Int64
         var buffer: [CountdownEvent] = []
         var bufferIndex = 0
 
-        init(store: CountdownStore, filter: EventFilter, start: Start) {
+        init(store: CountdownStore, filter: EventFilter, after: Int64) {
             self.store = store
             self.filter = filter
-            self.start = start
+            self.after = after
         }
 
         /// The next event, waiting for it as long as needed; `nil` once the task is cancelled.
@@ -50,15 +44,8 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                     return buffer[bufferIndex]
                 }
                 let version = store.changes.version
-                let after: Int64
-                switch start {
-                case .after(let id): after = id
-                case .now:
-                    after = try await store.lastEventID()
-                    start = .after(after)
-                }
                 let (events, last) = try await store.deliverableEvents(after: after, filter: filter, limit: 256)
-                start = .after(last)
+                after = last
                 buffer = events
                 bufferIndex = 0
                 if buffer.isEmpty {
@@ -97,7 +84,7 @@ public struct EventConsumer: Sendable {
     public func events(_ filter: EventFilter = .all) async throws(CountdownError) -> CountdownEvents {
         let filter = try filter.validated()
         let cursor = try await acknowledgedThrough()
-        return CountdownEvents(store: store, filter: filter, start: .after(cursor))
+        return CountdownEvents(store: store, filter: filter, after: cursor)
     }
 
     /// Records that `event` and every event before it have been handled.
@@ -121,10 +108,12 @@ public struct EventConsumer: Sendable {
 }
 
 extension CountdownStore {
-    /// Events from now on, matching `filter`: for live displays. Nothing is persisted; events
-    /// recorded while nobody iterates are not replayed (use ``consumer(_:startingAt:)`` for that).
-    public func events(_ filter: EventFilter = .all) throws(CountdownError) -> CountdownEvents {
-        CountdownEvents(store: self, filter: try filter.validated(), start: .now)
+    /// Events recorded from this call on, matching `filter`: for live displays. Nothing is
+    /// persisted; events recorded while nobody iterates are not replayed (use
+    /// ``consumer(_:startingAt:)`` for that).
+    public func events(_ filter: EventFilter = .all) async throws(CountdownError) -> CountdownEvents {
+        let filter = try filter.validated()
+        return CountdownEvents(store: self, filter: filter, after: try await lastEventID())
     }
 
     /// Where a new named consumer starts reading.

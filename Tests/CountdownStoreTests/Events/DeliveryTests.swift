@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+
+@testable import CountdownStore
+
+@Suite("Event delivery")
+struct DeliveryTests {
+    /// Takes the next `count` events of `events`.
+    private func take(_ count: Int, from events: CountdownEvents) async throws -> [CountdownEvent] {
+        var taken: [CountdownEvent] = []
+        for try await event in events {
+            taken.append(event)
+            if taken.count == count { break }
+        }
+        return taken
+    }
+
+    @Test("A named consumer gets every event in order, across restarts, until it acknowledges")
+    func namedConsumerResumesFromItsCursor() async throws {
+        let fixture = try Fixture()
+        do {
+            let store = try fixture.open()
+            let running = await RunningTicker(store)
+            for (index, key) in ["a", "b", "c", "d"].enumerated() {
+                try await store.start(key, duration: .seconds(Int64(index) + 1), payload: .text("p-\(key)"))
+            }
+            await running.advance(fixture.clock, by: .seconds(5))
+            let mailer = try await store.consumer("mailer")
+            let first = try await take(2, from: try await mailer.events(.expiries))
+            #expect(first.map(\.key) == ["a", "b"])
+            #expect(first.map(\.payload) == [.text("p-a"), .text("p-b")])
+            try await mailer.acknowledge(first[0])  // b is handled but its acknowledgement is lost in a crash
+            try await running.stop()
+        }
+        let store = try fixture.open()
+        let mailer = try await store.consumer("mailer")
+        let again = try await take(3, from: try await mailer.events(.expiries))
+        #expect(again.map(\.key) == ["b", "c", "d"], "b once more (unacknowledged), then the rest, in order")
+        try await mailer.acknowledge(again[2])
+        #expect(try await mailer.acknowledgedThrough() == again[2].id)
+        try await mailer.acknowledge(again[0])
+        #expect(try await mailer.acknowledgedThrough() == again[2].id, "the cursor never moves back")
+    }
+
+    @Test("A consumer sees new events as they happen, filtered by group and key")
+    func consumerFollowsNewEventsByGroup() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        let running = await RunningTicker(store)
+        let billing = try await store.consumer("billing", startingAt: .now)
+        let stream = try await billing.events(EventFilter(kinds: [.expired], group: "payments"))
+        let reader = Task { try await take(2, from: stream) }
+        try await store.start("order-1", duration: .seconds(2), group: "payments")
+        try await store.start("otp", duration: .seconds(1), group: "codes")
+        try await store.start("order-2", duration: .seconds(3), group: "payments")
+        await running.advance(fixture.clock, by: .seconds(4))
+        let received = try await reader.value
+        #expect(received.map(\.key) == ["order-1", "order-2"])
+        #expect(received.allSatisfy { $0.kind == .expired && $0.late == .zero })
+        try await running.stop()
+    }
+
+    @Test("Anonymous subscribers get live events only")
+    func anonymousSubscribersGetLiveEventsOnly() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        try await store.start("before", duration: .seconds(1))
+        let live = try await store.events()
+        let reader = Task { try await take(2, from: live) }
+        try await store.start("after", duration: .seconds(1))
+        try await store.pause("after")
+        let received = try await reader.value
+        #expect(received.map(\.kind) == [.started, .paused])
+        #expect(received.allSatisfy { $0.key == "after" })
+    }
+
+    @Test("T7: an expiry superseded by a newer generation is never delivered")
+    func supersededExpiryIsNotDelivered() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        let running = await RunningTicker(store)
+        try await store.start("otp", duration: .seconds(1))
+        try await store.start("other", duration: .seconds(1))
+        await running.advance(fixture.clock, by: .seconds(2))
+        try await store.restart("otp")  // before any consumer read the expiry of generation 1
+        await running.advance(fixture.clock, by: .seconds(2))
+        let consumer = try await store.consumer("late-reader")
+        let expiries = try await take(2, from: try await consumer.events(.expiries))
+        #expect(expiries.map(\.key) == ["other", "otp"])
+        #expect(expiries.map(\.generation) == [1, 2])
+        let recorded = try await events(store, key: "otp", kind: "expired")
+        #expect(recorded.map(\.generation) == [1, 2], "generation 1 did expire; it is only not delivered")
+        try await running.stop()
+    }
+
+    @Test("Consumer names follow the key rules")
+    func consumerNamesAreValidated() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        await expectError(.invalidArgument) { try await store.consumer("") }
+        await expectError(.invalidArgument) { try await store.consumer("bad\nname") }
+    }
+}
