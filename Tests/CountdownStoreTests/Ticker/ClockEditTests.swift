@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+
+@testable import CountdownStore
+
+/// T4: an edit of the system clock neither expires a countdown early nor extends it, and is recorded.
+@Suite("Clock edits (T4)")
+struct ClockEditTests {
+    static let jumps: [Int64] = [60, -60, 3600, -3600, 86_400, -86_400]
+
+    @Test("T4: a clock edit while running: no early expiry, no extension, a clock event", arguments: jumps)
+    func clockEditWhileRunning(jumpSeconds: Int64) async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        let running = await RunningTicker(store)
+        try await store.start("wall", duration: .minutes(2), policy: .wall)
+        try await store.start("active", duration: .minutes(2), policy: .active)
+        await running.advance(fixture.clock, by: .seconds(30))
+        fixture.clock.moveSystemClock(by: .seconds(jumpSeconds))
+        await running.advance(fixture.clock, by: .milliseconds(89_999))
+        #expect(try await store.countdown("wall")?.remaining == .milliseconds(1), "not early, not extended")
+        #expect(try await store.countdown("active")?.remaining == .milliseconds(1))
+        await running.advance(fixture.clock, by: .milliseconds(1))
+        for key in ["wall", "active"] {
+            #expect(try await events(store, key: key, kind: "expired").map(\.lateMs) == [0], "\(key)")
+        }
+        let edits = try await events(store, kind: "clock_edited")
+        #expect(edits.count == 1)
+        #expect(edits.first?.detail?.contains("\"skew_ms\":\(jumpSeconds * 1000)") == true, "\(edits.first?.detail ?? "")")
+        try await running.stop()
+    }
+
+    @Test("T4: a clock edit between two runs in the same boot is detected by the boot clock", arguments: jumps)
+    func clockEditBetweenRuns(jumpSeconds: Int64) async throws {
+        let fixture = try Fixture()
+        do {
+            let store = try fixture.open()
+            let running = await RunningTicker(store)
+            try await store.start("wall", duration: .minutes(2), policy: .wall)
+            try await store.start("active", duration: .minutes(2), policy: .active)
+            await running.advance(fixture.clock, by: .seconds(30))
+            try await running.stop()
+            try await store.close()
+        }
+        fixture.clock.advance(by: .seconds(10))  // down for ten seconds...
+        fixture.clock.moveSystemClock(by: .seconds(jumpSeconds))  // ...while someone sets the clock
+
+        let store = try fixture.open()
+        let running = await RunningTicker(store)
+        #expect(try await store.countdown("wall")?.remaining == .seconds(80), "the downtime counted, the edit did not")
+        #expect(try await store.countdown("active")?.remaining == .seconds(90))
+        let edits = try await events(store, kind: "clock_edited")
+        #expect(edits.count == 1)
+        #expect(edits.first?.detail?.contains("\"same_boot\":1") == true)
+        await running.advance(fixture.clock, by: .milliseconds(79_999))
+        #expect(try await store.countdown("wall")?.state == .running)
+        await running.advance(fixture.clock, by: .milliseconds(1))
+        #expect(try await events(store, key: "wall", kind: "expired").map(\.lateMs) == [0])
+        try await running.stop()
+    }
+
+    @Test("T4: across a reboot the wall clock is trusted, but the store clock never goes back")
+    func acrossARebootTheWallClockIsTrustedButNeverBackwards() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("wall", duration: .minutes(10))
+        try await run(store, fixture.clock, for: .minutes(1))
+        let before = try await store.now().wall
+        try await store.close()
+
+        // Off for 2 minutes, and the machine comes back with its clock an hour slow.
+        fixture.clock.reboot(after: .minutes(2))
+        fixture.clock.moveSystemClock(by: .hours(-1))
+        let reopened = try await fixture.openTicking()
+        #expect(try await reopened.now().wall == before, "W holds rather than going back")
+        #expect(try await reopened.countdown("wall")?.remaining == .minutes(9), "no downtime can be proven: none is counted")
+        #expect(try await events(reopened, kind: "clock_edited").count == 1)
+        try await run(reopened, fixture.clock, for: .seconds(30))
+        #expect(try await reopened.now().wall == before + 30_000, "then it moves on with the boot clock")
+        #expect(try await reopened.countdown("wall")?.remaining == .minutes(9) - .seconds(30))
+    }
+}
