@@ -30,6 +30,16 @@ let package = Package(
             name: "countdown",
             dependencies: ["CountdownStore"]
         ),
+        // A host app in miniature: the ticker in a ServiceGroup beside a service of the host's.
+        .executableTarget(
+            name: "CountdownHostExample",
+            dependencies: [
+                "CountdownStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Examples/CountdownHostExample"
+        ),
         // Turns `Migrations/*.sql` into Swift source at build time, so binaries carry their schema.
         .executableTarget(name: "EmbedMigrationsTool"),
         .plugin(
@@ -41,7 +51,9 @@ let package = Package(
             name: "CountdownStoreTests",
             dependencies: [
                 "CountdownStore",
+                "CountdownHostExample",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
     ],
