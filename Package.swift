@@ -12,6 +12,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
     ],
     targets: [
         // Small C helpers for SQLite calls Swift cannot make (variadic `sqlite3_db_config`).
@@ -28,7 +29,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "countdown",
-            dependencies: ["CountdownStore"]
+            dependencies: [
+                "CountdownStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
         // A host app in miniature: the ticker in a ServiceGroup beside a service of the host's.
         .executableTarget(

@@ -155,7 +155,7 @@ extension CountdownStore {
                 case .refuse:
                     throw CountdownError(
                         .alreadyActive,
-                        "countdown \(quoted(request.key)) is already \(existing.state.rawValue); pass replace to start it again"
+                        "countdown \(quoted(request.key)) is already \(existing.state.rawValue); replace it to start it again (countdown start --replace)"
                     )
                 case .keep:
                     return existing.countdown(at: time)

@@ -41,6 +41,10 @@ protocol RepositoryReading {
     func counts() throws -> [CountRow]
     func events(afterID: Int64, limit: Int) throws -> [EventRecord]
     func lastEventID() throws -> Int64
+    /// Items that ended in `state` (expired or cancelled), most recently ended first.
+    func ended(_ state: CountdownState, group: String?, limit: Int) throws -> [ItemRecord]
+    /// The most recent events, newest first.
+    func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord]
     /// The items with these keys, whatever their state.
     func items(keys: [String]) throws -> [ItemRecord]
     /// Running and paused items, of one group or of all.

@@ -198,6 +198,29 @@ struct SQLiteTransaction: RepositoryWriting {
         try Int64.fetchOne(db, sql: "SELECT coalesce(max(id), 0) FROM countdown_events") ?? 0
     }
 
+    func ended(_ state: CountdownState, group: String?, limit: Int) throws -> [ItemRecord] {
+        var sql = "SELECT * FROM countdowns WHERE state = ?"
+        var arguments: StatementArguments = [state.rawValue]
+        if let group {
+            sql += " AND group_name = ?"
+            arguments += [group]
+        }
+        sql += " ORDER BY ended_at_ms DESC, key LIMIT ?"
+        arguments += [limit]
+        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+    }
+
+    func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
+        guard let kinds else {
+            return try EventRecord.fetchAll(
+                db, sql: "SELECT * FROM countdown_events ORDER BY id DESC LIMIT ?", arguments: [limit])
+        }
+        let marks = Array(repeating: "?", count: kinds.count).joined(separator: ",")
+        return try EventRecord.fetchAll(
+            db, sql: "SELECT * FROM countdown_events WHERE kind IN (\(marks)) ORDER BY id DESC LIMIT ?",
+            arguments: StatementArguments(kinds) + [limit])
+    }
+
     func items(keys: [String]) throws -> [ItemRecord] {
         var items: [ItemRecord] = []
         for start in stride(from: 0, to: keys.count, by: 500) {

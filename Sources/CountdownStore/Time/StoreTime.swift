@@ -26,6 +26,33 @@ public struct StoreTime: Sendable, Hashable, Codable {
     /// W as a `Date`.
     public var wallDate: Date { Date(millisecondsSince1970: wall) }
 
+    /// An instant of whole milliseconds as ISO-8601 UTC text, `2026-11-21T08:33:16.123Z`: the
+    /// form the views and the `countdown` tool use, computed from the integer, so exact.
+    public static func iso8601(milliseconds: Int64) -> String {
+        let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        let fraction = milliseconds - seconds * 1000
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        return String(
+            format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", year, month, day,
+            secondOfDay / 3600, secondOfDay / 60 % 60, secondOfDay % 60, fraction)
+    }
+
+    /// A `Date` as ISO-8601 UTC text with milliseconds; see ``iso8601(milliseconds:)``.
+    public static func iso8601(_ date: Date) -> String {
+        iso8601(milliseconds: date.millisecondsSince1970)
+    }
+
     /// The item timeline of `policy` at this instant: `A + G` for `wall`, `A` for `active`.
     public func timeline(_ policy: CountdownPolicy) -> Int64 {
         switch policy {
@@ -67,18 +94,8 @@ extension Date {
     /// The instant for an error message: ISO-8601 when representable, else its raw seconds since 1970.
     var described: String {
         guard checkedMillisecondsSince1970 != nil else { return "\(timeIntervalSince1970) s since 1970" }
-        return ISO8601DateFormatter.milliseconds.string(from: self)
+        return StoreTime.iso8601(self)
     }
-}
-
-extension ISO8601DateFormatter {
-    /// `2026-11-21T08:33:16.123Z`.
-    nonisolated(unsafe) static let milliseconds: ISO8601DateFormatter = {
-        // Safe: configured once here and only read afterwards; formatting is thread-safe.
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
-    }()
 }
 
 /// One reading of a ``StoreClock``.

@@ -59,7 +59,7 @@ struct ViewTests {
             }
             #expect(within(item.elapsed.milliseconds, early.elapsedMs, late.elapsedMs), "\(item.key)", sourceLocation: sourceLocation)
             #expect(Self.isISO(early.startedAt), "\(early.startedAt)", sourceLocation: sourceLocation)
-            #expect(early.startedAt == ISO8601DateFormatter.milliseconds.string(from: item.startedAt), sourceLocation: sourceLocation)
+            #expect(early.startedAt == StoreTime.iso8601(item.startedAt), sourceLocation: sourceLocation)
             if item.state == .running, item.kind == .countdown {
                 #expect(Self.isISO(early.deadlineAt), sourceLocation: sourceLocation)
             } else {
@@ -120,7 +120,7 @@ struct ViewTests {
         let expired = try #require(try await store.expireDue().first)
         let row = try #require(try await rows(store, "expired_countdowns")["done"])
         #expect(row.state == "expired" && row.remainingMs == 0 && row.elapsedMs == 1000)
-        #expect(row.expiredAt == ISO8601DateFormatter.milliseconds.string(from: try #require(expired.expiredAt)))
+        #expect(row.expiredAt == StoreTime.iso8601(try #require(expired.expiredAt)))
         #expect(try await rows(store, "active_countdowns").isEmpty)
     }
 

@@ -1,0 +1,113 @@
+import ArgumentParser
+import CountdownStore
+import Foundation
+
+extension CountdownCommand {
+    /// `countdown doctor`: what the store is and whether it is sound.
+    struct Doctor: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check the database: schema, integrity, counts, clocks, lease and recent clock events.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            let path = global.databasePath()
+            guard FileManager.default.fileExists(atPath: path) else {
+                report(problem: CountdownError(.notFound, "no database at '\(path)'"), path: path)
+            }
+            let store: CountdownStore
+            do {
+                // Opening never overwrites: a damaged or foreign file is refused untouched.
+                store = try CountdownStore(path: path, configuration: .init(logger: toolLogger))
+            } catch {
+                report(problem: error, path: path)
+            }
+            let diagnostics = try await store.diagnostics()
+            try await store.close()
+            let healthy = diagnostics.integrity == ["ok"]
+            if output.json {
+                print(json(diagnostics, path: path, healthy: healthy).text)
+            } else {
+                print(text(diagnostics, path: path))
+            }
+            if !healthy { throw ExitCode(ExitStatus.storage) }
+        }
+
+        /// Reports a database that cannot be opened, and exits with its status.
+        private func report(problem: CountdownError, path: String) -> Never {
+            if output.json {
+                print(JSON.object([
+                    ("path", .string(path)), ("ok", .bool(false)),
+                    ("error", .object([("code", .string(problem.code.name)), ("message", .string(problem.message))])),
+                ]).text)
+                Foundation.exit(ExitStatus.of(problem))
+            }
+            Main.fail(problem.message, status: ExitStatus.of(problem))
+        }
+
+        private func countsText(_ counts: CountdownCounts) -> String {
+            CountdownState.allCases.map { state in "\(counts.count(state)) \(state.rawValue)" }.joined(separator: ", ")
+        }
+
+        private func text(_ report: StoreDiagnostics, path: String) -> String {
+            let clock = report.clock
+            var lines = [
+                "database       \(path)",
+                "schema         \(report.appliedMigrations.count) of \(report.knownMigrations.count) migrations applied (\(report.appliedMigrations.last ?? "none"))",
+                "integrity      \(report.integrity.joined(separator: "; "))",
+                "countdowns     \(countsText(report.counts))",
+                "store clock    \(StoreTime.iso8601(milliseconds: clock.now.wall))",
+                "active time    \(DurationText.format(.milliseconds(clock.now.active))) (A = \(clock.now.active) ms)",
+                "background gap \(DurationText.format(.milliseconds(clock.now.gap))) (G = \(clock.now.gap) ms)",
+                "calibration    \(milliseconds(clock.calibrationOffset)) ms" + (clock.calibratedAt.map { ", set \(StoreTime.iso8601($0))" } ?? ", never set"),
+                "clock skew     \(milliseconds(clock.clockSkew)) ms (system clock + calibration − store clock)",
+                "last heartbeat \(StoreTime.iso8601(clock.lastHeartbeat))",
+                "boot           \(clock.bootIdentity ?? "unknown")",
+                "host           \(clock.suspended ? "suspended" : "not suspended")",
+                "lease          " + (clock.leaseHolder.map { "held by \($0) until \(StoreTime.iso8601(clock.leaseExpiresAt!))" } ?? "free (no ticker running)"),
+            ]
+            lines.append("clock events   " + (report.recentClockEvents.isEmpty ? "none" : ""))
+            for event in report.recentClockEvents {
+                lines.append("  \(StoreTime.iso8601(event.recordedAt))  \(event.kind.rawValue)  \(event.detail ?? "")")
+            }
+            return lines.joined(separator: "\n")
+        }
+
+        private func json(_ report: StoreDiagnostics, path: String, healthy: Bool) -> JSON {
+            let clock = report.clock
+            return .object([
+                ("path", .string(path)),
+                ("ok", .bool(healthy)),
+                ("schema", .object([
+                    ("applied", .array(report.appliedMigrations.map(JSON.string))),
+                    ("known", .array(report.knownMigrations.map(JSON.string))),
+                ])),
+                ("integrity", .array(report.integrity.map(JSON.string))),
+                ("counts", .object(CountdownState.allCases.map { ($0.rawValue, .int(Int64(report.counts.count($0)))) })),
+                ("clock", .object([
+                    ("wall_at", .string(StoreTime.iso8601(milliseconds: clock.now.wall))),
+                    ("active_ms", .int(clock.now.active)),
+                    ("gap_ms", .int(clock.now.gap)),
+                    ("calibration_offset_ms", .int(milliseconds(clock.calibrationOffset))),
+                    ("calibrated_at", .instant(clock.calibratedAt)),
+                    ("clock_skew_ms", .int(milliseconds(clock.clockSkew))),
+                    ("last_heartbeat_at", .instant(clock.lastHeartbeat)),
+                    ("boot_id", .string(clock.bootIdentity)),
+                    ("suspended", .bool(clock.suspended)),
+                ])),
+                ("lease", .object([
+                    ("holder", .string(clock.leaseHolder)),
+                    ("expires_at", .instant(clock.leaseExpiresAt)),
+                ])),
+                ("clock_events", .array(report.recentClockEvents.map { event in
+                    .object([
+                        ("kind", .string(event.kind.rawValue)),
+                        ("at", .instant(event.recordedAt)),
+                        ("detail", .string(event.detail)),
+                    ])
+                })),
+            ])
+        }
+    }
+}

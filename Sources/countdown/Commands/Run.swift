@@ -1,0 +1,124 @@
+import ArgumentParser
+import CountdownStore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+extension CountdownCommand {
+    /// `countdown run`: the ticker in the foreground, one JSON line per expiry.
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run the ticker in the foreground and print one JSON line per expiry.",
+            discussion: """
+                With --consumer, resumes from that consumer's cursor: a line counts as acknowledged once \
+                written (with --exec, once CMD exits 0; CMD gets COUNTDOWN_KEY, COUNTDOWN_GROUP, \
+                COUNTDOWN_PAYLOAD, COUNTDOWN_LATE_MS, COUNTDOWN_GENERATION and COUNTDOWN_DEADLINE_AT in its \
+                environment, and is retried until it succeeds). SIGINT and SIGTERM stop it gracefully.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "Only expiries of this group.") var group: String?
+        @Option(help: "A named consumer whose cursor persists across runs.") var consumer: String?
+        @Option(help: "A shell command to run for each expiry.") var exec: String?
+
+        func run() async throws {
+            let store = try global.openStore()
+            let output = ExpiryOutput(store: store, group: group, consumer: consumer, command: exec)
+            let services = ServiceGroup(
+                services: [CountdownTicker(store: store), output],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: toolLogger)
+            do {
+                try await services.run()
+            } catch {
+                try? await store.close()
+                throw error
+            }
+            try await store.close()
+        }
+    }
+}
+
+/// Writes each expiry as a JSON line, runs the command for it, and acknowledges it.
+struct ExpiryOutput: Service {
+    let store: CountdownStore
+    let group: String?
+    let consumer: String?
+    let command: String?
+
+    func run() async throws {
+        let filter = EventFilter(kinds: [.expired], group: group)
+        let events: CountdownEvents
+        var named: EventConsumer?
+        if let consumer {
+            named = try await store.consumer(consumer)
+            events = try await named!.events(filter)
+        } else {
+            events = try await store.events(filter)
+        }
+        for try await event in events.cancelOnGracefulShutdown() {
+            FileHandle.standardOutput.write(Data((Self.line(for: event) + "\n").utf8))
+            if let command {
+                guard try await Self.runUntilSuccess(command, for: event) else { return }
+            }
+            try await named?.acknowledge(event)
+        }
+    }
+
+    /// `{"event":"expired","key":…,"group":…,"generation":…,"deadline_at":…,"fired_at":…,"late_ms":…,"payload":…}`.
+    static func line(for event: CountdownEvent) -> String {
+        JSON.object([
+            ("event", .string(event.kind.rawValue)),
+            ("key", .string(event.key)),
+            ("group", .string(event.group)),
+            ("generation", .int(event.generation)),
+            ("deadline_at", .instant(event.deadlineAt)),
+            ("fired_at", .instant(event.firedAt)),
+            ("late_ms", .duration(event.late)),
+            ("payload", .string(event.payload?.jsonText)),
+        ]).text
+    }
+
+    /// Runs `command` through `/bin/sh -c` until it exits 0, waiting longer between failures;
+    /// returns false if the task is cancelled first.
+    static func runUntilSuccess(_ command: String, for event: CountdownEvent) async throws -> Bool {
+        var delay = Duration.milliseconds(500)
+        while !Task.isCancelled {
+            let status = try await execute(command, for: event)
+            if status == 0 { return true }
+            toolLogger.warning(
+                "command failed; retrying",
+                metadata: ["status": "\(status)", "key": "\(event.key ?? "")", "retry_in": "\(delay)"])
+            do {
+                try await Task.sleep(for: delay)
+            } catch {
+                return false
+            }
+            delay = min(delay * 2, .seconds(30))
+        }
+        return false
+    }
+
+    private static func execute(_ command: String, for event: CountdownEvent) async throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        var environment = ProcessInfo.processInfo.environment
+        environment["COUNTDOWN_KEY"] = event.key ?? ""
+        environment["COUNTDOWN_GROUP"] = event.group ?? ""
+        environment["COUNTDOWN_PAYLOAD"] = event.payload?.jsonText ?? ""
+        environment["COUNTDOWN_LATE_MS"] = String(event.late.map(milliseconds) ?? 0)
+        environment["COUNTDOWN_GENERATION"] = String(event.generation ?? 0)
+        environment["COUNTDOWN_DEADLINE_AT"] = event.deadlineAt.map { StoreTime.iso8601($0) } ?? ""
+        process.environment = environment
+        return try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: CountdownError(.invalidArgument, "cannot run '\(command)': \(error.localizedDescription)"))
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import ArgumentParser
+import CountdownStore
+import Foundation
+import Logging
+
+/// The tool's logger: warnings and errors only, on stderr, so stdout stays the tool's output.
+let toolLogger: Logger = {
+    var logger = Logger(label: "countdown") { label in StreamLogHandler.standardError(label: label) }
+    logger.logLevel = .warning
+    return logger
+}()
+
+/// Options every subcommand takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The database file.", valueName: "path"))
+    var db: String?
+
+    /// `--db`, else `$COUNTDOWN_DB`, else `$XDG_DATA_HOME/countdown/<file>` (or `~/.local/share/...`).
+    func databasePath(defaultFile: String = "countdowns.sqlite") -> String {
+        if let db, !db.isEmpty { return db }
+        let environment = ProcessInfo.processInfo.environment
+        if defaultFile == "countdowns.sqlite", let path = environment["COUNTDOWN_DB"], !path.isEmpty { return path }
+        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? (NSHomeDirectory() as NSString).appendingPathComponent(".local/share")
+        return ((dataHome as NSString).appendingPathComponent("countdown") as NSString).appendingPathComponent(defaultFile)
+    }
+
+    /// Opens the store, creating its folder (mode 0700) as needed.
+    func openStore(defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger) throws(CountdownError) -> CountdownStore {
+        let path = databasePath(defaultFile: defaultFile)
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw CountdownError(.storageFailure, "cannot create the folder '\(folder)': \(error.localizedDescription)")
+            }
+        }
+        return try CountdownStore(path: path, configuration: .init(logger: logger))
+    }
+}
+
+/// `--json`.
+struct OutputOptions: ParsableArguments {
+    @Flag(name: .long, help: "Print JSON instead of text.")
+    var json = false
+}
+
+extension CountdownPolicy: ExpressibleByArgument {}
+extension StateFilter: ExpressibleByArgument {}
+
+/// Parses a duration argument, or throws the library's error naming it.
+func duration(_ text: String) throws(CountdownError) -> Duration {
+    try DurationText.parse(text)
+}
+
+/// Runs `body` with the store open, closing it afterwards whatever happens.
+func withStore<T>(
+    _ options: GlobalOptions, defaultFile: String = "countdowns.sqlite",
+    _ body: (CountdownStore) async throws -> T
+) async throws -> T {
+    let store = try options.openStore(defaultFile: defaultFile)
+    do {
+        let result = try await body(store)
+        try await store.close()
+        return result
+    } catch {
+        try? await store.close()
+        throw error
+    }
+}

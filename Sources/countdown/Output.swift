@@ -1,0 +1,131 @@
+import CountdownStore
+import Foundation
+
+/// A JSON value with its object keys in the order they were given.
+indirect enum JSON {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case string(String)
+    case array([JSON])
+    case object([(String, JSON)])
+
+    static func string(_ value: String?) -> JSON { value.map(JSON.string) ?? .null }
+    static func int(_ value: Int64?) -> JSON { value.map(JSON.int) ?? .null }
+    static func instant(_ date: Date?) -> JSON { date.map { .string(StoreTime.iso8601($0)) } ?? .null }
+    static func duration(_ value: Duration?) -> JSON { value.map { .int(milliseconds($0)) } ?? .null }
+
+    var text: String {
+        switch self {
+        case .null: "null"
+        case .bool(let value): value ? "true" : "false"
+        case .int(let value): String(value)
+        case .string(let value): Self.quote(value)
+        case .array(let values): "[" + values.map(\.text).joined(separator: ",") + "]"
+        case .object(let fields): "{" + fields.map { Self.quote($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
+        }
+    }
+
+    private static func quote(_ value: String) -> String {
+        var out = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// Whole milliseconds of a duration.
+func milliseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+}
+
+extension CountdownPayload {
+    /// Text as it is; bytes as base64.
+    var jsonText: String {
+        switch self {
+        case .text(let text): text
+        case .bytes(let data): data.base64EncodedString()
+        }
+    }
+}
+
+extension Countdown {
+    /// The object `show --json` prints: exactly the fields of the tool's contract.
+    var json: JSON {
+        .object([
+            ("key", .string(key)),
+            ("group", .string(group)),
+            ("kind", .string(kind.rawValue)),
+            ("policy", .string(policy.rawValue)),
+            ("state", .string(state.rawValue)),
+            ("duration_ms", .duration(duration)),
+            ("elapsed_ms", .duration(elapsed)),
+            ("remaining_ms", .duration(remaining)),
+            ("started_at", .instant(startedAt)),
+            ("deadline_at", .instant(deadlineAt)),
+            ("expired_at", .instant(expiredAt)),
+            ("generation", .int(generation)),
+            ("payload", .string(payload?.jsonText)),
+        ])
+    }
+
+    /// What remains (or has elapsed, for a stopwatch), for people.
+    var figure: String {
+        if let remaining { return DurationText.format(remaining) + " left" }
+        return DurationText.format(elapsed) + " elapsed"
+    }
+
+    /// `key: value` lines for `show`.
+    var details: String {
+        var lines: [(String, String)] = [
+            ("key", key), ("group", group ?? "-"), ("kind", kind.rawValue), ("policy", policy.rawValue),
+            ("state", state.rawValue),
+        ]
+        if let duration { lines.append(("duration", DurationText.format(duration))) }
+        lines.append(("elapsed", DurationText.format(elapsed)))
+        if let remaining { lines.append(("remaining", DurationText.format(remaining))) }
+        lines.append(("started at", StoreTime.iso8601(startedAt)))
+        if let deadlineAt { lines.append(("deadline at", StoreTime.iso8601(deadlineAt))) }
+        if let expiredAt { lines.append(("expired at", StoreTime.iso8601(expiredAt))) }
+        lines.append(("generation", String(generation)))
+        if let payload { lines.append(("payload", payload.jsonText)) }
+        return lines.map { "\($0.0.padding(toLength: 12, withPad: " ", startingAt: 0)) \($0.1)" }.joined(separator: "\n")
+    }
+}
+
+/// Prints `items` as a table for people.
+func printTable(_ items: [Countdown]) {
+    guard !items.isEmpty else {
+        print("no countdowns")
+        return
+    }
+    let rows = [["KEY", "STATE", "REMAINING", "ELAPSED", "GROUP", "POLICY", "KIND"]] + items.map { item in
+        [item.key, item.state.rawValue, item.remaining.map(DurationText.format) ?? "-", DurationText.format(item.elapsed),
+         item.group ?? "-", item.policy.rawValue, item.kind.rawValue]
+    }
+    let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
+    for row in rows {
+        print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+            .trimmingCharacters(in: .whitespaces))
+    }
+}
+
+/// Prints one changed item: its details, or its JSON object.
+func report(_ item: Countdown, json: Bool) {
+    if json {
+        print(item.json.text)
+    } else {
+        print("\(item.key): \(item.state.rawValue), \(item.figure)")
+    }
+}
