@@ -58,6 +58,7 @@ let package = Package(
             dependencies: [
                 "CountdownStore",
                 "CountdownHostExample",
+                "countdown",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -36,6 +36,8 @@ public final class CountdownStore: Sendable {
         var floor: StoreTime?
         /// Whether the host said it is suspended.
         var suspended = false
+        /// Whether this instance has ever taken the lease (so closing has a lease to give up).
+        var tookLease = false
         /// The checkpoint and lease expiry this instance saw last, to compute the time without a query.
         var lastCheckpoint: Checkpoint?
         var lastLeaseExpiry: Int64 = 0
@@ -249,6 +251,7 @@ public final class CountdownStore: Sendable {
             let renewed = Lease(
                 holder: me, acquiredAtMs: lease.holder == me ? lease.acquiredAtMs : time.wall,
                 expiresAtMs: time.wall + leaseMs)
+            self.state.withLock { $0.tookLease = true }
             try tx.save(renewed)
             try self.remember(tx)
             return .held(until: Date(millisecondsSince1970: renewed.expiresAtMs))
@@ -333,6 +336,8 @@ public final class CountdownStore: Sendable {
     /// Writes a final heartbeat and gives up the lease if this instance holds it, so that another
     /// process's ticker can take over at once. The ticker calls this when it stops.
     public func releaseLease() async throws(CountdownError) {
+        // An instance that never took the lease has nothing to give up and writes nothing.
+        guard state.withLock({ $0.tookLease }) else { return }
         let me = instanceID
         try await writing(notifies: false) { tx, time in
             var lease = try tx.lease()

@@ -29,7 +29,7 @@ struct CountdownCommand: AsyncParsableCommand {
 enum Main {
     static func main() async {
         do {
-            var command = try CountdownCommand.parseAsRoot()
+            var command = try CountdownCommand.parseAsRoot(globalOptionsAfterSubcommand(Array(CommandLine.arguments.dropFirst())))
             if var command = command as? any AsyncParsableCommand {
                 try await command.run()
             } else {
@@ -48,6 +48,36 @@ enum Main {
                 .split(separator: "\n").first.map(String.init) ?? "\(error)"
             fail(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message, status: status.rawValue)
         }
+    }
+
+    /// `--db PATH` is global: accepted before the subcommand name too (`countdown --db x list`),
+    /// where it is moved behind the name for the subcommand to parse. A negative number
+    /// (`-5s`) is an argument, not an option: it is passed after `--` so that the duration
+    /// parser can refuse it by name.
+    static func globalOptionsAfterSubcommand(_ arguments: [String]) -> [String] {
+        var leading: [String] = []
+        var rest = arguments[...]
+        while let first = rest.first {
+            if first == "--db", rest.count >= 2 {
+                leading += rest.prefix(2)
+                rest = rest.dropFirst(2)
+            } else if first.hasPrefix("--db=") {
+                leading.append(first)
+                rest = rest.dropFirst()
+            } else {
+                break
+            }
+        }
+        var reordered = Array(rest)
+        if let subcommand = reordered.first {
+            let known = CountdownCommand.configuration.subcommands.map { $0._commandName }
+            // Before an unknown word, the global options only hide the real problem.
+            if known.contains(subcommand) { reordered.insert(contentsOf: leading, at: 1) }
+        }
+        guard !reordered.contains("--") else { return reordered }
+        let negative = reordered.filter { $0.count > 1 && $0.hasPrefix("-") && ($0.dropFirst().first?.isNumber ?? false) }
+        guard !negative.isEmpty else { return reordered }
+        return reordered.filter { !negative.contains($0) } + ["--"] + negative
     }
 
     static func fail(_ message: String, status: Int32) -> Never {
