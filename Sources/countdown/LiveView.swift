@@ -50,13 +50,15 @@ struct LiveView {
         guard !items.isEmpty else { return ["no active countdowns"] }
         let keyWidth = min(max(items.map(\.key.count).max() ?? 3, 3), max(12, width / 4))
         let barWidth = max(10, min(30, width - keyWidth - 50))
+        let groupWidth = min(max(items.map { ($0.group ?? "-").count }.max() ?? 1, 5), 20)
         return items.map { item in
             let key = String(item.key.prefix(keyWidth)).padding(toLength: keyWidth, withPad: " ", startingAt: 0)
             let bar = progressBar(item, width: barWidth)
             let figure = (item.remaining.map(DurationText.format) ?? DurationText.format(item.elapsed) + "↑")
                 .padding(toLength: 8, withPad: " ", startingAt: 0)
             let state = item.state.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)
-            let line = "\(key)  \(bar)  \(figure)  \(state)  \(item.group ?? "-")  \(item.policy.rawValue)"
+            let group = String((item.group ?? "-").prefix(groupWidth)).padding(toLength: groupWidth, withPad: " ", startingAt: 0)
+            let line = "\(key)  \(bar)  \(figure)  \(state)  \(group)  \(item.policy.rawValue)"
             let fitted = String(line.prefix(width))
             guard color else { return fitted }
             let code = switch item.state {
@@ -77,7 +79,7 @@ struct LiveView {
             return "[" + String(repeating: "·", count: position) + "•"
                 + String(repeating: "·", count: max(0, inner - position - 1)) + "]"
         }
-        let fraction = min(1, Double(milliseconds(item.elapsed)) / Double(milliseconds(duration)))
+        let fraction = item.state == .expired ? 1 : min(1, Double(milliseconds(item.elapsed)) / Double(milliseconds(duration)))
         let filled = Int((fraction * Double(inner)).rounded(.down))
         return "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: inner - filled) + "]"
     }

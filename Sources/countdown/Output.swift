@@ -82,6 +82,7 @@ extension Countdown {
 
     /// What remains (or has elapsed, for a stopwatch), for people.
     var figure: String {
+        if !state.isActive { return "after " + DurationText.format(elapsed) }
         if let remaining { return DurationText.format(remaining) + " left" }
         return DurationText.format(elapsed) + " elapsed"
     }
