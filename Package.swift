@@ -46,6 +46,12 @@ let package = Package(
             ],
             path: "Examples/CountdownHostExample"
         ),
+        // A process the reliability suites start, stop and kill.
+        .executableTarget(
+            name: "CountdownTortureHelper",
+            dependencies: ["CountdownStore", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Tests/Helpers/CountdownTortureHelper"
+        ),
         // Turns `Migrations/*.sql` into Swift source at build time, so binaries carry their schema.
         .executableTarget(name: "EmbedMigrationsTool"),
         .plugin(
@@ -59,6 +65,7 @@ let package = Package(
                 "CountdownStore",
                 "CountdownHostExample",
                 "countdown",
+                "CountdownTortureHelper",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

@@ -98,6 +98,14 @@ CREATE TABLE countdown_events (
     detail         TEXT                -- a JSON object with figures specific to the kind
 );
 
+-- The last generation of each removed key: an item created again under the key continues from it,
+-- so a generation names one life of a key forever and an old expiry can never pass for a new one.
+CREATE TABLE countdown_retired_keys (
+    key           TEXT    PRIMARY KEY,
+    generation    INTEGER NOT NULL,
+    removed_at_ms INTEGER NOT NULL
+);
+
 -- Named consumers of events and how far each has acknowledged.
 CREATE TABLE countdown_consumers (
     name          TEXT    PRIMARY KEY,

@@ -165,6 +165,8 @@ extension CountdownStore {
             }
             generation = existing.generation + 1
             id = existing.id
+        } else if let retired = try tx.retiredGeneration(key: request.key) {
+            generation = retired + 1  // a removed key's generations never repeat
         }
         var item = ItemRecord(
             key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,

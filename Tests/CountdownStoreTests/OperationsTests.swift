@@ -28,6 +28,18 @@ struct OperationsTests {
         #expect(again.state == .running && again.generation == 2)
     }
 
+    @Test("A removed key's generations never repeat when it is created again")
+    func removedKeysNeverReuseGenerations() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        try await store.start("otp", duration: .seconds(30))
+        try await store.restart("otp")
+        try await store.remove("otp")
+        #expect(try await store.start("otp", duration: .seconds(30)).generation == 3)
+        try await store.remove("otp")
+        #expect(try await store.startStopwatch("otp").generation == 4)
+    }
+
     @Test("A due countdown is expired before anything else happens to it")
     func dueCountdownIsSettledFirst() async throws {
         let fixture = try Fixture()

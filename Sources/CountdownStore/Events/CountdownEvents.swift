@@ -159,7 +159,10 @@ extension CountdownStore {
                 guard filter.matches(record) else { return false }
                 guard record.kind == EventKind.expired.rawValue, let key = record.key, let generation = record.generation
                 else { return true }
-                if generations[key] == nil { generations[key] = .some(try tx.item(key: key)?.generation) }
+                if generations[key] == nil {
+                    generations[key] = .some(try tx.item(key: key)?.generation ?? tx.retiredGeneration(key: key))
+                }
+                // Superseded when the key has moved on to a newer generation (a removal is not one).
                 let current = generations[key] ?? nil
                 return current.map { $0 <= generation } ?? true
             }

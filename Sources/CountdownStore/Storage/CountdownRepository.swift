@@ -41,6 +41,8 @@ protocol RepositoryReading {
     func counts() throws -> [CountRow]
     func events(afterID: Int64, limit: Int) throws -> [EventRecord]
     func lastEventID() throws -> Int64
+    /// The last generation of `key` before it was removed, if it ever was.
+    func retiredGeneration(key: String) throws -> Int64?
     /// Items that ended in `state` (expired or cancelled), most recently ended first.
     func ended(_ state: CountdownState, group: String?, limit: Int) throws -> [ItemRecord]
     /// The most recent events, newest first.
@@ -58,6 +60,7 @@ protocol RepositoryWriting: RepositoryReading {
     func save(_ lease: Lease) throws
     func insert(_ item: inout ItemRecord) throws
     func update(_ item: ItemRecord) throws
+    /// Deletes the item, remembering its generation so the key never reuses it.
     func delete(_ item: ItemRecord) throws
     func append(_ event: EventRecord) throws
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws

@@ -280,6 +280,16 @@ struct SQLiteTransaction: RepositoryWriting {
 
     func delete(_ item: ItemRecord) throws {
         _ = try item.delete(db)
+        try db.execute(
+            sql: """
+                INSERT INTO countdown_retired_keys (key, generation, removed_at_ms) VALUES (?1, ?2, ?3)
+                ON CONFLICT (key) DO UPDATE SET generation = max(generation, ?2), removed_at_ms = ?3
+                """,
+            arguments: [item.key, item.generation, item.updatedAtMs])
+    }
+
+    func retiredGeneration(key: String) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT generation FROM countdown_retired_keys WHERE key = ?", arguments: [key])
     }
 
     func append(_ event: EventRecord) throws {

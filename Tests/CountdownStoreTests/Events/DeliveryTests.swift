@@ -93,6 +93,24 @@ struct DeliveryTests {
         try await running.stop()
     }
 
+    @Test("T7: a superseded expiry stays undelivered after its key is removed and created again")
+    func supersededExpiryStaysSupersededAcrossRemoval() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        let running = await RunningTicker(store)
+        try await store.start("otp", duration: .seconds(1))
+        await running.advance(fixture.clock, by: .seconds(2))  // generation 1 expires
+        try await store.restart("otp")  // generation 2 supersedes it
+        try await store.remove("otp")
+        try await store.start("otp", duration: .seconds(1))  // generation 3
+        await running.advance(fixture.clock, by: .seconds(2))
+        let consumer = try await store.consumer("late-reader")
+        var iterator = try await consumer.events(.expiries).makeAsyncIterator()
+        let expiry = try #require(try await iterator.next())
+        #expect(expiry.generation == 3, "generation 1 was superseded before its key was removed")
+        try await running.stop()
+    }
+
     @Test("Consumer names follow the key rules")
     func consumerNamesAreValidated() async throws {
         let fixture = try Fixture()

@@ -1,0 +1,175 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import CountdownStore
+
+/// Crash: a worker applies random operations and acknowledges each commit; it is killed with
+/// SIGKILL at random instants. No acknowledged operation may be lost, the file must stay sound,
+/// and every expiry must reach the named consumer at least once, never early, never stale.
+///
+/// Size: `COUNTDOWN_CRASH_CYCLES` (100 in CI).
+@Suite("Crash", .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: tortureHelper.path)))
+struct CrashTests {
+    /// What the last acknowledged operation says a key holds.
+    enum Expected: Equatable {
+        case absent
+        case item(state: String, generation: Int64, duration: String, kind: String, payload: String)
+    }
+
+    static func parse(ackTail tail: [Substring]) -> Expected? {
+        if tail.first == "refused" { return nil }
+        if tail.first == "removed" { return .absent }
+        guard tail.count == 5, let generation = Int64(tail[1]) else { return nil }
+        return .item(state: String(tail[0]), generation: generation, duration: String(tail[2]), kind: String(tail[3]), payload: String(tail[4]))
+    }
+
+    /// The rows as the model describes them.
+    static func stored(_ db: Database) throws -> [String: Expected] {
+        var rows: [String: Expected] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT key, state, generation, duration_ms, kind, payload FROM countdowns") {
+            let duration: Int64? = row["duration_ms"]
+            rows[row["key"]] = .item(
+                state: row["state"], generation: row["generation"], duration: duration.map(String.init) ?? "-",
+                kind: row["kind"], payload: (row["payload"] as String?) ?? "-")
+        }
+        return rows
+    }
+
+    /// Whether `actual` is what `expected` allows: a running countdown may have expired since.
+    static func consistent(_ actual: Expected, with expected: Expected) -> Bool {
+        guard case .item(let state, let generation, let duration, let kind, let payload) = expected else { return actual == .absent }
+        guard case .item(let actualState, let actualGeneration, let actualDuration, let actualKind, let actualPayload) = actual else { return false }
+        guard generation == actualGeneration, kind == actualKind, payload == actualPayload else { return false }
+        if state == "running", kind == "countdown", actualState == "expired" { return true }
+        return state == actualState && duration == actualDuration
+    }
+
+    @Test("SIGKILL at random instants loses no acknowledged operation; every expiry is delivered, never early, never stale")
+    func killAtRandomInstants() async throws {
+        let cycles = suiteSize("COUNTDOWN_CRASH_CYCLES", ci: 100)
+        let seed = UInt64(ProcessInfo.processInfo.environment["COUNTDOWN_CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max / 2)
+        var rng = SeededGenerator(state: seed)
+        let folder = try TemporaryFolder()
+        let path = folder.path()
+        var model: [String: Expected] = [:]
+        var delivered: [Int64: Int] = [:]
+        var acknowledged = 0
+        var resolvedInFlight = 0
+
+        for cycle in 0..<cycles {
+            let worker = try HelperProcess(["crash", path, String(seed &+ UInt64(cycle))])
+            try await Task.sleep(for: .milliseconds(Int.random(in: 40...400, using: &rng)))
+            worker.kill()
+            var inFlight: String?
+            for line in worker.finish() {
+                let fields = line.split(separator: " ")
+                switch fields.first {
+                case "begin": inFlight = String(fields[2])
+                case "ack":
+                    let key = String(fields[2])
+                    if let expected = Self.parse(ackTail: Array(fields.dropFirst(3))) { model[key] = expected }
+                    acknowledged += 1
+                    inFlight = nil
+                case "delivered": delivered[Int64(fields[1])!, default: 0] += 1
+                default: break
+                }
+            }
+            let queue = try readOnly(path)
+            let (integrity, rows) = try await queue.read { db in
+                (try String.fetchAll(db, sql: "PRAGMA integrity_check"), try Self.stored(db))
+            }
+            try queue.close()
+            #expect(integrity == ["ok"], "cycle \(cycle), seed \(seed)")
+            for (key, expected) in model where key != inFlight {
+                let actual = rows[key] ?? .absent
+                #expect(Self.consistent(actual, with: expected), "cycle \(cycle), seed \(seed): \(key) is \(actual), acknowledged \(expected)")
+            }
+            for key in rows.keys where model[key] == nil && key != inFlight {
+                Issue.record("cycle \(cycle), seed \(seed): \(key) exists but no acknowledged operation made it")
+            }
+            if let inFlight {
+                // The operation in flight at the kill either committed or did not: the file decides.
+                model[inFlight] = rows[inFlight] ?? .absent
+                resolvedInFlight += 1
+            }
+        }
+
+        // Let everything due expire and every pending expiry reach the consumer.
+        let drain = try HelperProcess(["drain", path])
+        for line in try await drain.waitForExit(seconds: 60) {
+            let fields = line.split(separator: " ")
+            if fields.first == "delivered" { delivered[Int64(fields[1])!, default: 0] += 1 }
+        }
+        struct Expiry { var id: Int64; var key: String; var generation: Int64; var late: Int64; var deadline: Int64; var fired: Int64 }
+        let queue = try readOnly(path)
+        let (expiries, generations, currentGenerations, integrity) = try await queue.read { db in
+            (
+                try Row.fetchAll(db, sql: "SELECT * FROM countdown_events WHERE kind = 'expired' ORDER BY id").map {
+                    Expiry(id: $0["id"], key: $0["key"], generation: $0["generation"], late: $0["late_ms"],
+                           deadline: $0["deadline_at_ms"], fired: $0["fired_at_ms"])
+                },
+                try Row.fetchAll(db, sql: "SELECT id, kind, key, generation FROM countdown_events WHERE key IS NOT NULL ORDER BY id")
+                    .map { (id: $0["id"] as Int64, kind: $0["kind"] as String, key: $0["key"] as String, generation: $0["generation"] as Int64?) },
+                // The key's latest generation, alive or retired by a removal.
+                Dictionary(
+                    try Row.fetchAll(
+                        db, sql: "SELECT key, generation FROM countdowns UNION ALL SELECT key, generation FROM countdown_retired_keys"
+                    ).map { ($0["key"] as String, $0["generation"] as Int64) },
+                    uniquingKeysWith: { max($0, $1) }),
+                try String.fetchAll(db, sql: "PRAGMA integrity_check")
+            )
+        }
+        try queue.close()
+        #expect(integrity == ["ok"])
+        // Never early.
+        for expiry in expiries {
+            #expect(expiry.late >= 0 && expiry.fired >= expiry.deadline, "expiry \(expiry.id) of \(expiry.key) was early")
+        }
+        // Every expiry of a current generation was delivered at least once.
+        var undelivered = 0
+        for expiry in expiries where delivered[expiry.id] == nil {
+            let current = currentGenerations[expiry.key]
+            if current == nil || current! <= expiry.generation {
+                undelivered += 1
+                let history = generations.filter { $0.key == expiry.key }.map { "\($0.id):\($0.kind):\($0.generation ?? 0)" }
+                Issue.record("expiry \(expiry.id) of \(expiry.key) generation \(expiry.generation) was never delivered (seed \(seed)); history \(history)")
+            }
+        }
+        // No expiry was recorded for a generation older than the key's generation at that moment.
+        var generationNow: [String: Int64] = [:]
+        for event in generations {
+            guard let generation = event.generation else { continue }
+            if event.kind == "expired" {
+                #expect(generationNow[event.key] == generation, "expiry \(event.id) of \(event.key) names generation \(generation), current \(generationNow[event.key] ?? -1)")
+            } else if event.kind != "removed" {
+                generationNow[event.key] = generation
+            }
+        }
+        let duplicates = delivered.values.filter { $0 > 1 }.count
+        let report = """
+            crash suite: seed \(seed), \(cycles) cycles, \(cycles) kills, \(acknowledged) acknowledged operations verified \
+            (\(resolvedInFlight) in flight at a kill), lost 0, \(expiries.count) expiries, \(delivered.count) delivered, \
+            \(duplicates) delivered more than once, undelivered \(undelivered), integrity ok
+            """
+        print(report)
+        if let file = ProcessInfo.processInfo.environment["COUNTDOWN_RELIABILITY_REPORT"] {
+            try? (report + "\n").appendLine(to: file)
+        }
+        #expect(acknowledged > cycles, "the workers got work done")
+        #expect(!expiries.isEmpty, "expiries happened during the cycles")
+    }
+}
+
+extension String {
+    /// Appends this text to the file at `path`, creating it when missing.
+    func appendLine(to path: String) throws {
+        if let handle = FileHandle(forWritingAtPath: path) {
+            defer { try? handle.close() }
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(utf8))
+        } else {
+            try write(toFile: path, atomically: true, encoding: .utf8)
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import GRDB
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The built reliability helper, beside the test bundle.
+let tortureHelper: URL = LeaseProcessTests.hostExample.deletingLastPathComponent().appendingPathComponent("CountdownTortureHelper")
+
+/// How big a suite runs: `name` in the environment, else `ci`. The long runs set it high.
+func suiteSize(_ name: String, ci: Int) -> Int {
+    ProcessInfo.processInfo.environment[name].flatMap(Int.init) ?? ci
+}
+
+/// A seeded generator, so a failing run can be replayed with the seed it prints.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A helper process whose output is collected into lines.
+final class HelperProcess: @unchecked Sendable {
+    // Safe: `output` is only appended to on the pipe's reading queue and read after the process ended.
+    let process = Process()
+    private let pipe = Pipe()
+    private let lock = NSLock()
+    private var output = Data()
+
+    init(_ arguments: [String], executable: URL = tortureHelper, shell: String? = nil) throws {
+        if let shell {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", shell + " \"$0\" \"$@\"", executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self, !data.isEmpty else { return }
+            self.lock.withLock { self.output.append(data) }
+        }
+        try process.run()
+    }
+
+    func kill(_ signal: Int32 = SIGKILL) {
+        #if canImport(Glibc)
+        _ = Glibc.kill(process.processIdentifier, signal)
+        #else
+        _ = Darwin.kill(process.processIdentifier, signal)
+        #endif
+    }
+
+    /// Waits for the process to end, then returns its complete lines.
+    func finish() -> [String] {
+        process.waitUntilExit()
+        pipe.fileHandleForReading.readabilityHandler = nil
+        let rest = pipe.fileHandleForReading.readDataToEndOfFile()
+        let text = lock.withLock { String(decoding: output + rest, as: UTF8.self) }
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        if !text.hasSuffix("\n") { lines.removeLast() }  // a line cut short by SIGKILL
+        return lines.filter { !$0.isEmpty }
+    }
+
+    /// Waits at most `seconds` (real time) for the process to end by itself.
+    func waitForExit(seconds: Double) async throws -> [String] {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning {
+            kill()
+            Issue.record("the helper did not finish within \(seconds) s")
+        }
+        return finish()
+    }
+}
+
+/// A read-only connection for checking a database the processes wrote.
+func readOnly(_ path: String) throws -> DatabaseQueue {
+    var configuration = GRDB.Configuration()
+    configuration.readonly = true
+    return try DatabaseQueue(path: path, configuration: configuration)
+}

@@ -1,0 +1,183 @@
+import CountdownStore
+import Foundation
+
+// A process for the reliability suites to start, stop and kill. Every line it prints is
+// written unbuffered, so what the suite reads is what happened before a SIGKILL.
+//
+//   crash DB SEED       random operations forever, with a ticker and a named consumer:
+//                       "begin N KEY", then "ack N KEY STATE GEN DURATION KIND PAYLOAD" once committed
+//                       ("ack N KEY refused CODE" when refused, "ack N KEY removed"),
+//                       and "delivered EVENT_ID KEY GEN" for each expiry the consumer gets
+//   drain DB            expire what is due and deliver every pending expiry, then exit
+//   fill DB             start countdowns with 4 KiB payloads until a write fails:
+//                       "committed N" after each, then "error CODE message"
+//   write DB PREFIX N   start N countdowns due within seconds, pausing and resuming some;
+//                       exit status 1 if any operation failed
+
+/// SplitMix64: a small, seedable generator, so a failing seed can be replayed.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func describe(_ item: Countdown) -> String {
+    let payload: String
+    switch item.payload {
+    case .text(let text)?: payload = text
+    case .bytes?: payload = "bytes"
+    case nil: payload = "-"
+    }
+    let duration = item.duration.map { String($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) } ?? "-"
+    return "\(item.state.rawValue) \(item.generation) \(duration) \(item.kind.rawValue) \(payload)"
+}
+
+/// Prints and acknowledges every expiry delivered to the consumer "torture".
+func consume(_ store: CountdownStore) async throws {
+    let consumer = try await store.consumer("torture")
+    for try await event in try await consumer.events(.expiries) {
+        say("delivered \(event.id) \(event.key ?? "-") \(event.generation ?? 0)")
+        try await consumer.acknowledge(event)
+    }
+}
+
+@main
+enum Helper {
+    static func main() async throws {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        guard arguments.count >= 2 else {
+            FileHandle.standardError.write(Data("usage: CountdownTortureHelper crash|drain|fill|write DB ...\n".utf8))
+            exit(64)
+        }
+        let (mode, path) = (arguments[0], arguments[1])
+        switch mode {
+        case "crash": try await crash(path, seed: UInt64(arguments.count > 2 ? arguments[2] : "1") ?? 1)
+        case "drain": try await drain(path)
+        case "fill": try await fill(path)
+        case "write": try await write(path, prefix: arguments[2], count: Int(arguments[3]) ?? 100)
+        default:
+            FileHandle.standardError.write(Data("unknown mode \(mode)\n".utf8))
+            exit(64)
+        }
+    }
+
+    static func crash(_ path: String, seed: UInt64) async throws {
+        var rng = SplitMix(state: seed)
+        let configuration = CountdownStore.Configuration(heartbeatInterval: .milliseconds(100), leaseDuration: .milliseconds(300))
+        let store = try CountdownStore(path: path, configuration: configuration)
+        let ticker = CountdownTicker(store: store)
+        Task { try await ticker.run() }
+        Task { try await consume(store) }
+        let keys = (0..<24).map { "k\($0)" }
+        var n = 0
+        while true {
+            n += 1
+            let key = keys.randomElement(using: &rng)!
+            let short = Int.random(in: 0..<4, using: &rng) == 0
+            let duration = Duration.milliseconds(
+                short ? Int64.random(in: 30...600, using: &rng) : Int64.random(in: 20_000...300_000, using: &rng))
+            let choice = Int.random(in: 0..<12, using: &rng)
+            let amount = Duration.milliseconds(Int64.random(in: 1...60_000, using: &rng))
+            say("begin \(n) \(key)")
+            say("ack \(n) \(key) " + (await operate(store, choice: choice, key: key, duration: duration, amount: amount, payload: .text("p\(n)"))))
+            if Int.random(in: 0..<8, using: &rng) == 0 {
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...20, using: &rng)))
+            }
+        }
+    }
+
+    /// Applies one operation; describes its outcome as an ack line's tail.
+    static func operate(
+        _ store: CountdownStore, choice: Int, key: String, duration: Duration, amount: Duration, payload: CountdownPayload
+    ) async -> String {
+        do {
+            let item: Countdown
+            switch choice {
+            case 0, 1, 2: item = try await store.start(key, duration: duration, payload: payload, whenActive: .replace)
+            case 3: item = try await store.start(key, duration: duration, policy: .active, payload: payload)
+            case 4: item = try await store.startStopwatch(key, payload: payload)
+            case 5: item = try await store.pause(key)
+            case 6: item = try await store.resume(key)
+            case 7: item = try await store.cancel(key)
+            case 8: item = try await store.restart(key)
+            case 9: item = try await store.extend(key, by: amount)
+            case 10: item = try await store.shorten(key, by: amount / 2)
+            default:
+                _ = try await store.remove(key)
+                return "removed"
+            }
+            return describe(item)
+        } catch {
+            return "refused \(error.code.name)"
+        }
+    }
+
+    static func drain(_ path: String) async throws {
+        let store = try CountdownStore(path: path)
+        // Free the lease of a killed worker at once, then expire and deliver everything due.
+        try await store.database.write { db in
+            try db.execute(sql: "UPDATE countdown_lease SET holder = NULL, expires_at_ms = 0")
+        }
+        try await store.heartbeat()
+        while try await store.expireDue().count > 0 {}
+        // Read every event up to the last one (the last is never a superseded expiry, so it is
+        // always delivered); print the expiries among them.
+        let last = try await store.recentEvents(kinds: nil, limit: 1).first?.id ?? 0
+        let consumer = try await store.consumer("torture")
+        if try await consumer.acknowledgedThrough() < last {
+            for try await event in try await consumer.events(.all) {
+                if event.kind == .expired { say("delivered \(event.id) \(event.key ?? "-") \(event.generation ?? 0)") }
+                try await consumer.acknowledge(event)
+                if event.id >= last { break }
+            }
+        }
+        say("drained")
+        try await store.close()
+    }
+
+    static func fill(_ path: String) async throws {
+        let store = try CountdownStore(path: path)
+        let payload = CountdownPayload.text(String(repeating: "x", count: 4096))
+        var n = 0
+        while true {
+            do {
+                try await store.start("fill-\(n)", duration: .seconds(3600), payload: payload)
+                say("committed \(n)")
+                n += 1
+            } catch {
+                say("error \(error.code.name) \(error.message)")
+                exit(3)
+            }
+        }
+    }
+
+    static func write(_ path: String, prefix: String, count: Int) async throws {
+        let store = try CountdownStore(path: path)
+        var rng = SplitMix(state: UInt64(prefix.utf8.reduce(7) { $0 &* 31 &+ Int($1) }.magnitude))
+        var failed = false
+        for index in 0..<count {
+            let key = "\(prefix)-\(index)"
+            do {
+                try await store.start(key, duration: .milliseconds(Int64.random(in: 200...3000, using: &rng)), group: prefix)
+                if index % 7 == 0 {
+                    try await store.pause(key)
+                    try await store.resume(key)
+                }
+            } catch {
+                FileHandle.standardError.write(Data("error \(key): \(error)\n".utf8))
+                failed = true
+            }
+        }
+        try await store.close()
+        exit(failed ? 1 : 0)
+    }
+}
