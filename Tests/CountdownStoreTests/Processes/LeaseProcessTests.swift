@@ -10,19 +10,11 @@ import Glibc
 import Darwin
 #endif
 
+extension RealProcesses {
 /// Real processes on one database file: the host example, started, stopped and killed.
 /// These tests wait on real time (polling the database), never assert how long anything took.
-@Suite("Lease across processes", .serialized)
+@Suite("Lease across processes")
 struct LeaseProcessTests {
-    /// The built host example, beside the test bundle.
-    static let hostExample: URL = {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let candidates = [directory, directory.deletingLastPathComponent()]
-        return candidates.map { $0.appendingPathComponent("CountdownHostExample") }
-            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
-            ?? directory.appendingPathComponent("CountdownHostExample")
-    }()
-
     /// A running host example whose output is collected.
     final class Host: Sendable {
         let process: Process
@@ -30,7 +22,7 @@ struct LeaseProcessTests {
 
         init(database: String) throws {
             process = Process()
-            process.executableURL = LeaseProcessTests.hostExample
+            process.executableURL = hostExample
             process.arguments = [database]
             output = Pipe()
             process.standardOutput = output
@@ -70,17 +62,6 @@ struct LeaseProcessTests {
         }
     }
 
-    /// Polls (real time) until `condition` holds; fails the test after `limit` seconds.
-    static func eventually(_ what: String, limit: Double = 30, _ condition: () throws -> Bool) async throws {
-        let deadline = Date().addingTimeInterval(limit)
-        while Date() < deadline {
-            if try condition() { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        Issue.record("timed out waiting until \(what)")
-        throw CancellationError()
-    }
-
     @Test(
         "After the lease holder is killed with SIGKILL, the standby takes over within two lease intervals and every countdown expires exactly once",
         .enabled(if: FileManager.default.isExecutableFile(atPath: hostExample.path)))
@@ -91,7 +72,7 @@ struct LeaseProcessTests {
         let reader = try DatabaseQueue(path: path, configuration: { var c = GRDB.Configuration(); c.readonly = true; return c }())
 
         let first = try Host(database: path)
-        try await Self.eventually("the first host holds the lease") { try Self.holderPID(reader) == first.pid }
+        try await eventually("the first host holds the lease") { try Self.holderPID(reader) == first.pid }
         let second = try Host(database: path)
         // For longer than a lease interval the standby tries, and fails, to take the lease.
         for _ in 0..<30 {
@@ -104,7 +85,7 @@ struct LeaseProcessTests {
         let leaseBefore = try await writer.database.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
         first.kill(SIGKILL)
         let leaseAtDeath = try await writer.database.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
-        try await Self.eventually("the second host took over") { try Self.holderPID(reader) == second.pid }
+        try await eventually("the second host took over") { try Self.holderPID(reader) == second.pid }
         let leaseAfter = try await writer.database.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
 
         // From the store's own records: the dead holder's last heartbeat to the takeover.
@@ -113,7 +94,7 @@ struct LeaseProcessTests {
         #expect(leaseBefore.holder == leaseAtDeath.holder)
         #expect(try #require(leaseAfter.acquiredAtMs) - lastHeartbeat <= 2 * leaseMs)
 
-        try await Self.eventually("every countdown expired") {
+        try await eventually("every countdown expired") {
             try reader.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM countdowns WHERE state = 'expired'") } == keys.count
         }
         let expiries = try await events(writer, kind: "expired")
@@ -129,6 +110,8 @@ struct LeaseProcessTests {
         // The surviving host printed the expiries it fired or found unacknowledged.
         #expect(second.lines().filter { $0.contains("\"event\":\"expired\"") }.count >= 1)
     }
+}
+
 }
 
 extension Lease {

@@ -10,11 +10,9 @@ import Glibc
 import Darwin
 #endif
 
-/// The built `countdown` binary, beside the host example.
-let countdownBinary: URL = LeaseProcessTests.hostExample.deletingLastPathComponent().appendingPathComponent("countdown")
-
+extension RealProcesses {
 /// End-to-end tests of the `countdown` tool's contract (SPEC section 6), on the built binary.
-@Suite("countdown tool", .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: countdownBinary.path)))
+@Suite("countdown tool", .enabled(if: FileManager.default.isExecutableFile(atPath: countdownBinary.path)))
 struct ToolTests {
     static let binary = countdownBinary
 
@@ -261,7 +259,7 @@ struct ToolTests {
     func runResumesAcrossRestarts() async throws {
         for index in 0..<5 { try countdown(["start", "early-\(index)", "\(100 + index * 10)ms", "--payload", "p\(index)"]) }
         let (first, firstOut) = try startRun(["--consumer", "tests"])
-        try await LeaseProcessTests.eventually("the first batch expired") {
+        try await eventually("the first batch expired") {
             try self.expiredCount() == 5
         }
         try await Task.sleep(for: .milliseconds(300))  // let the lines be written and acknowledged
@@ -278,7 +276,7 @@ struct ToolTests {
         for index in 0..<3 { try countdown(["start", "late-\(index)", "50ms"]) }
         try await Task.sleep(for: .milliseconds(200))
         let (second, secondOut) = try startRun(["--consumer", "tests"])
-        try await LeaseProcessTests.eventually("the second batch expired") {
+        try await eventually("the second batch expired") {
             try self.expiredCount() == 8
         }
         try await Task.sleep(for: .milliseconds(300))
@@ -294,7 +292,7 @@ struct ToolTests {
         let marker = folder.path("exec.log")
         try countdown(["start", "job", "100ms", "--group", "g", "--payload", "hello"])
         let (run, _) = try startRun(["--consumer", "exec", "--exec", "echo \"$COUNTDOWN_KEY $COUNTDOWN_GROUP $COUNTDOWN_PAYLOAD $COUNTDOWN_LATE_MS\" >> \(marker)"])
-        try await LeaseProcessTests.eventually("the command ran") { FileManager.default.fileExists(atPath: marker) }
+        try await eventually("the command ran") { FileManager.default.fileExists(atPath: marker) }
         try await Task.sleep(for: .milliseconds(300))
         stop(run)
         let logged = try String(contentsOfFile: marker, encoding: .utf8)
@@ -302,4 +300,5 @@ struct ToolTests {
         let cursor = try await DatabaseQueue(path: db).read { db in try Int64.fetchOne(db, sql: "SELECT last_event_id FROM countdown_consumers WHERE name = 'exec'") }
         #expect((cursor ?? 0) > 0)
     }
+}
 }

@@ -9,7 +9,8 @@ import Testing
 /// and every expiry must reach the named consumer at least once, never early, never stale.
 ///
 /// Size: `COUNTDOWN_CRASH_CYCLES` (100 in CI).
-@Suite("Crash", .serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: tortureHelper.path)))
+extension RealProcesses {
+@Suite("Crash", .enabled(if: FileManager.default.isExecutableFile(atPath: tortureHelper.path)))
 struct CrashTests {
     /// What the last acknowledged operation says a key holds.
     enum Expected: Equatable {
@@ -159,6 +160,8 @@ struct CrashTests {
         #expect(acknowledged > cycles, "the workers got work done")
         #expect(!expiries.isEmpty, "expiries happened during the cycles")
     }
+}
+
 }
 
 extension String {

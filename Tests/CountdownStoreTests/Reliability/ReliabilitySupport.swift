@@ -8,8 +8,36 @@ import Glibc
 import Darwin
 #endif
 
-/// The built reliability helper, beside the test bundle.
-let tortureHelper: URL = LeaseProcessTests.hostExample.deletingLastPathComponent().appendingPathComponent("CountdownTortureHelper")
+/// Every suite that starts real processes, run one after another so that none starves another's
+/// processes of CPU (a lease holder that cannot heartbeat in time rightly loses its lease).
+@Suite("Real processes", .serialized)
+struct RealProcesses {}
+
+/// The folder of the built products, beside the test bundle.
+let productsFolder: URL = {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    return [directory, directory.deletingLastPathComponent()]
+        .first { FileManager.default.isExecutableFile(atPath: $0.appendingPathComponent("CountdownHostExample").path) }
+        ?? directory
+}()
+
+/// The built host example.
+let hostExample = productsFolder.appendingPathComponent("CountdownHostExample")
+/// The built reliability helper.
+let tortureHelper = productsFolder.appendingPathComponent("CountdownTortureHelper")
+/// The built `countdown` tool.
+let countdownBinary = productsFolder.appendingPathComponent("countdown")
+
+/// Polls (real time) until `condition` holds; fails the test after `limit` seconds.
+func eventually(_ what: String, limit: Double = 30, _ condition: () throws -> Bool) async throws {
+    let deadline = Date().addingTimeInterval(limit)
+    while Date() < deadline {
+        if try condition() { return }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    Issue.record("timed out waiting until \(what)")
+    throw CancellationError()
+}
 
 /// How big a suite runs: `name` in the environment, else `ci`. The long runs set it high.
 func suiteSize(_ name: String, ci: Int) -> Int {
