@@ -57,12 +57,15 @@ struct SeededGenerator: RandomNumberGenerator {
 }
 
 /// A helper process whose output is collected into lines.
+///
+/// A plain thread reads the pipe to its end with blocking reads: `FileHandle.readabilityHandler`
+/// (a dispatch source) can crash libdispatch on Linux when its descriptor closes under it.
 final class HelperProcess: @unchecked Sendable {
-    // Safe: `output` is only appended to on the pipe's reading queue and read after the process ended.
+    // Safe: `output` is written by the reader thread and read only after `done` is signalled.
     let process = Process()
     private let pipe = Pipe()
-    private let lock = NSLock()
     private var output = Data()
+    private let done = DispatchSemaphore(value: 0)
 
     init(_ arguments: [String], executable: URL = tortureHelper, shell: String? = nil) throws {
         if let shell {
@@ -74,12 +77,12 @@ final class HelperProcess: @unchecked Sendable {
         }
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self, !data.isEmpty else { return }
-            self.lock.withLock { self.output.append(data) }
-        }
         try process.run()
+        let reading = pipe.fileHandleForReading
+        Thread.detachNewThread { [self] in
+            output = reading.readDataToEndOfFile()
+            done.signal()
+        }
     }
 
     func kill(_ signal: Int32 = SIGKILL) {
@@ -93,9 +96,8 @@ final class HelperProcess: @unchecked Sendable {
     /// Waits for the process to end, then returns its complete lines.
     func finish() -> [String] {
         process.waitUntilExit()
-        pipe.fileHandleForReading.readabilityHandler = nil
-        let rest = pipe.fileHandleForReading.readDataToEndOfFile()
-        let text = lock.withLock { String(decoding: output + rest, as: UTF8.self) }
+        done.wait()
+        let text = String(decoding: output, as: UTF8.self)
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         if !text.hasSuffix("\n") { lines.removeLast() }  // a line cut short by SIGKILL
         return lines.filter { !$0.isEmpty }
