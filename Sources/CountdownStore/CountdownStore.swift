@@ -355,8 +355,14 @@ public final class CountdownStore: Sendable {
     public func close() async throws(CountdownError) {
         guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
         try await releaseLease()
-        if ownsDatabase, let pool = database as? DatabasePool {
-            try translatingErrorsNow(path: path) { try pool.close() }
+        if ownsDatabase {
+            let database = database
+            try translatingErrorsNow(path: path) {
+                // Fold the WAL into the database file, so the file alone holds everything. Another
+                // process still reading may keep part of it in the WAL, where it is just as durable.
+                _ = try? database.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+                try database.close()
+            }
         }
     }
 }

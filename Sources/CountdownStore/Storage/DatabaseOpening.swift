@@ -13,12 +13,18 @@ import Darwin
 /// Opening a database file with the connection settings of SPEC section 4.
 enum DatabaseOpening {
     /// GRDB settings for every connection: WAL, a busy timeout, `trusted_schema=OFF`, defensive mode.
+    ///
+    /// WAL is set here rather than with GRDB's `journalMode = .wal`, which, whenever the `-wal`
+    /// file is missing or empty (as after every clean close), creates and drops a table to make
+    /// one: a schema write at every open, even into a file the store should only read.
     static func grdbConfiguration(busyTimeout: Duration) -> GRDB.Configuration {
         var configuration = GRDB.Configuration()
-        configuration.journalMode = .wal
         configuration.busyMode = .timeout(TimeInterval(busyTimeout.milliseconds) / 1000)
         configuration.label = "CountdownStore"
         configuration.prepareDatabase { db in
+            if try String.fetchOne(db, sql: "PRAGMA journal_mode") != "wal" {
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+            }
             try db.execute(sql: "PRAGMA trusted_schema = OFF")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             if let connection = db.sqliteConnection {
@@ -35,11 +41,14 @@ enum DatabaseOpening {
     /// a file that is not SQLite, is truncated, holds someone else's tables, or was written by a
     /// newer CountdownStore: all of that is checked on a read-only connection first, because a
     /// read-write connection would already rewrite the header when it switches the file to WAL.
-    static func open(path: String, busyTimeout: Duration) throws(CountdownError) -> DatabasePool {
+    ///
+    /// One serialized connection (a `DatabaseQueue`): operations are short, ticks are computed in
+    /// memory, and other processes still read and write beside it through WAL.
+    static func open(path: String, busyTimeout: Duration) throws(CountdownError) -> DatabaseQueue {
         try createIfMissing(path)
         try probe(path: path)
         return try translatingErrorsNow(path: path) {
-            try DatabasePool(path: path, configuration: grdbConfiguration(busyTimeout: busyTimeout))
+            try DatabaseQueue(path: path, configuration: grdbConfiguration(busyTimeout: busyTimeout))
         }
     }
 

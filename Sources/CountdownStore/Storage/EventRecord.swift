@@ -46,18 +46,18 @@ struct EventRecord: Sendable, Hashable {
 extension EventRecord: FetchableRecord, MutablePersistableRecord {
     static let databaseTableName = "countdown_events"
 
-    init(row: Row) {
-        id = row["id"]
-        kind = row["kind"]
-        key = row["key"]
-        group = row["group_name"]
-        generation = row["generation"]
-        atMs = row["at_ms"]
-        deadlineAtMs = row["deadline_at_ms"]
-        firedAtMs = row["fired_at_ms"]
-        lateMs = row["late_ms"]
+    init(row: Row) throws {
+        id = try row.decode(forColumn: "id")
+        kind = try row.decode(forColumn: "kind")
+        key = try row.decode(forColumn: "key")
+        group = try row.decode(forColumn: "group_name")
+        generation = try row.decode(forColumn: "generation")
+        atMs = try row.decode(forColumn: "at_ms")
+        deadlineAtMs = try row.decode(forColumn: "deadline_at_ms")
+        firedAtMs = try row.decode(forColumn: "fired_at_ms")
+        lateMs = try row.decode(forColumn: "late_ms")
         payload = CountdownPayload(databaseValue: row["payload"])
-        detail = row["detail"]
+        detail = try row.decode(forColumn: "detail")
     }
 
     func encode(to container: inout PersistenceContainer) {

@@ -28,25 +28,25 @@ extension ItemRecord: FetchableRecord, MutablePersistableRecord {
     static let databaseTableName = "countdowns"
 
     init(row: Row) throws {
-        id = row["id"]
-        key = row["key"]
-        group = row["group_name"]
-        kind = try Self.decode(row["kind"], as: CountdownKind.self, column: "kind")
-        policy = try Self.decode(row["policy"], as: CountdownPolicy.self, column: "policy")
-        state = try Self.decode(row["state"], as: CountdownState.self, column: "state")
-        durationMs = row["duration_ms"]
-        generation = row["generation"]
-        startOffsetMs = row["start_offset_ms"]
-        gapAtStartMs = row["gap_at_start_ms"]
-        startedAtMs = row["started_at_ms"]
-        pausedMs = row["paused_ms"]
-        pausedAtMs = row["paused_at_ms"]
-        deadlineMs = row["deadline_ms"]
-        finalElapsedMs = row["final_elapsed_ms"]
-        endedAtMs = row["ended_at_ms"]
-        expiredAtMs = row["expired_at_ms"]
+        id = try row.decode(forColumn: "id")
+        key = try row.decode(forColumn: "key")
+        group = try row.decode(forColumn: "group_name")
+        kind = try Self.decode(try row.decode(forColumn: "kind"), as: CountdownKind.self, column: "kind")
+        policy = try Self.decode(try row.decode(forColumn: "policy"), as: CountdownPolicy.self, column: "policy")
+        state = try Self.decode(try row.decode(forColumn: "state"), as: CountdownState.self, column: "state")
+        durationMs = try row.decode(forColumn: "duration_ms")
+        generation = try row.decode(forColumn: "generation")
+        startOffsetMs = try row.decode(forColumn: "start_offset_ms")
+        gapAtStartMs = try row.decode(forColumn: "gap_at_start_ms")
+        startedAtMs = try row.decode(forColumn: "started_at_ms")
+        pausedMs = try row.decode(forColumn: "paused_ms")
+        pausedAtMs = try row.decode(forColumn: "paused_at_ms")
+        deadlineMs = try row.decode(forColumn: "deadline_ms")
+        finalElapsedMs = try row.decode(forColumn: "final_elapsed_ms")
+        endedAtMs = try row.decode(forColumn: "ended_at_ms")
+        expiredAtMs = try row.decode(forColumn: "expired_at_ms")
         payload = CountdownPayload(databaseValue: row["payload"])
-        updatedAtMs = row["updated_at_ms"]
+        updatedAtMs = try row.decode(forColumn: "updated_at_ms")
     }
 
     private static func decode<T: RawRepresentable<String>>(_ raw: String, as: T.Type, column: String) throws -> T {

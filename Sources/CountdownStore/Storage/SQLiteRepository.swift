@@ -72,18 +72,18 @@ struct SQLiteTransaction: RepositoryWriting {
     func checkpoint() throws -> Checkpoint? {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM countdown_clock WHERE id = 1") else { return nil }
         return Checkpoint(
-            createdAt: row["created_at_ms"], active: row["active_ms"], gap: row["gap_ms"],
-            heartbeatAt: row["heartbeat_at_ms"], heartbeatBoot: row["heartbeat_boot_ms"], bootID: row["boot_id"],
-            wallFloor: row["wall_floor_ms"], suspended: row["suspended"],
-            calibrationOffset: row["calibration_offset_ms"], calibratedAt: row["calibrated_at_ms"],
-            clockSkew: row["clock_skew_ms"])
+            createdAt: try row.decode(forColumn: "created_at_ms"), active: try row.decode(forColumn: "active_ms"), gap: try row.decode(forColumn: "gap_ms"),
+            heartbeatAt: try row.decode(forColumn: "heartbeat_at_ms"), heartbeatBoot: try row.decode(forColumn: "heartbeat_boot_ms"), bootID: try row.decode(forColumn: "boot_id"),
+            wallFloor: try row.decode(forColumn: "wall_floor_ms"), suspended: try row.decode(forColumn: "suspended"),
+            calibrationOffset: try row.decode(forColumn: "calibration_offset_ms"), calibratedAt: try row.decode(forColumn: "calibrated_at_ms"),
+            clockSkew: try row.decode(forColumn: "clock_skew_ms"))
     }
 
     func lease() throws -> Lease {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease WHERE id = 1") else {
             return Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
         }
-        return Lease(holder: row["holder"], acquiredAtMs: row["acquired_at_ms"], expiresAtMs: row["expires_at_ms"])
+        return Lease(holder: try row.decode(forColumn: "holder"), acquiredAtMs: try row.decode(forColumn: "acquired_at_ms"), expiresAtMs: try row.decode(forColumn: "expires_at_ms"))
     }
 
     func item(key: String) throws -> ItemRecord? {
@@ -184,8 +184,8 @@ struct SQLiteTransaction: RepositoryWriting {
         try Row.fetchAll(
             db, sql: "SELECT state, group_name, count(*) AS n FROM countdowns GROUP BY state, group_name"
         ).compactMap { row in
-            guard let state = CountdownState(rawValue: row["state"]) else { return nil }
-            return CountRow(state: state, group: row["group_name"], count: row["n"])
+            guard let state = CountdownState(rawValue: try row.decode(forColumn: "state")) else { return nil }
+            return CountRow(state: state, group: try row.decode(forColumn: "group_name"), count: try row.decode(forColumn: "n"))
         }
     }
 

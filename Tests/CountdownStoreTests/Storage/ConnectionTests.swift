@@ -31,6 +31,21 @@ struct ConnectionTests {
         }
     }
 
+    @Test("Closing the store leaves everything in the database file itself")
+    func closingCheckpointsTheWAL() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        try await store.start((0..<500).map { .countdown("k\($0)", duration: .minutes(5)) })
+        try await store.close()
+        let wal = (try? FileManager.default.attributesOfItem(atPath: fixture.path + "-wal")[.size] as? NSNumber)?.intValue ?? 0
+        #expect(wal == 0)
+        // A copy of the file alone holds every item.
+        let copy = fixture.folder.path("copy.sqlite")
+        try FileManager.default.copyItem(atPath: fixture.path, toPath: copy)
+        let reopened = try CountdownStore(path: copy, configuration: fixture.configuration)
+        #expect(try await reopened.counts().total == 500)
+    }
+
     @Test("A new database file is created with mode 0600")
     func newFileIsPrivate() throws {
         let fixture = try Fixture()
