@@ -1,0 +1,128 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import CountdownStore
+
+extension RealProcesses {
+    /// Disk full: a writer under `RLIMIT_FSIZE` (`ulimit -f`) gets a typed storage error; what it
+    /// committed before is intact, and writing works again once the limit is lifted.
+    @Suite("Disk full", .enabled(if: FileManager.default.isExecutableFile(atPath: tortureHelper.path)))
+    struct DiskFullTests {
+        @Test("A write past the file-size limit fails with a typed storage error; earlier commits survive")
+        func writesPastTheLimit() async throws {
+            let folder = try TemporaryFolder()
+            let path = folder.path()
+            // 2048 blocks of 512 bytes (dash counts in 512-byte blocks); SIGXFSZ ignored, so
+            // write() fails with EFBIG instead of killing the process.
+            let filler = try HelperProcess(["fill", path], shell: "trap '' XFSZ; ulimit -f 2048; exec")
+            let lines = try await filler.waitForExit(seconds: 60)
+            #expect(filler.process.terminationStatus == 3, "the writer stopped on an error, not a crash: \(lines.suffix(2))")
+            let committed = lines.compactMap { line -> Int? in
+                line.hasPrefix("committed ") ? Int(line.dropFirst("committed ".count)) : nil
+            }
+            let lastCommitted = try #require(committed.last)
+            #expect(lastCommitted > 20, "the limit was reached after some commits")
+            let failure = try #require(lines.last)
+            #expect(failure.hasPrefix("error storageFailure"), "\(failure)")
+
+            // No limit now: every acknowledged commit is there, the file is sound, and writes work.
+            let store = try CountdownStore(path: path)
+            let keys = Set(try await store.list(.all, limit: 10_000).map(\.key))
+            for index in 0...lastCommitted {
+                #expect(keys.contains("fill-\(index)"), "fill-\(index) was acknowledged")
+            }
+            #expect(keys.count <= lastCommitted + 2, "nothing unacknowledged beyond the one in flight")
+            #expect(try await store.diagnostics().integrity == ["ok"])
+            try await store.start("after-the-limit", duration: .minutes(1), payload: .text(String(repeating: "y", count: 4096)))
+            #expect(try await store.countdown("after-the-limit")?.state == .running)
+            try await store.close()
+        }
+    }
+
+    /// Multi-process: four writer processes, the CLI and two running tickers on one file.
+    /// Nothing crashes, so every expiry must reach each consumer exactly once.
+    ///
+    /// Size: `COUNTDOWN_MULTIPROCESS_ITEMS` per writer (150 in CI).
+    @Suite("Multi-process", .enabled(if: FileManager.default.isExecutableFile(atPath: tortureHelper.path)))
+    struct MultiProcessTests {
+        @Test("Writers, the CLI and two tickers at once: no error, every write present, each expiry delivered exactly once per consumer")
+        func everythingAtOnce() async throws {
+            let perWriter = suiteSize("COUNTDOWN_MULTIPROCESS_ITEMS", ci: 150)
+            let folder = try TemporaryFolder()
+            let path = folder.path()
+            _ = try CountdownStore(path: path)  // created once, so the processes race on writes, not on creation
+            let alpha = try HelperProcess(["--db", path, "run", "--consumer", "alpha"], executable: countdownBinary)
+            let beta = try HelperProcess(["--db", path, "run", "--consumer", "beta"], executable: countdownBinary)
+            let writers = try (0..<4).map { try HelperProcess(["write", path, "w\($0)", String(perWriter)]) }
+
+            var cliKeys: [String] = []
+            var cliFailures: [String] = []
+            for index in 0..<20 {
+                let key = "cli-\(index)"
+                let process = Process()
+                process.executableURL = countdownBinary
+                process.arguments = ["--db", path, "start", key, "\(300 + index * 50)ms", "--group", "cli"]
+                process.standardOutput = FileHandle.nullDevice
+                let errors = Pipe()
+                process.standardError = errors
+                try process.run()
+                process.waitUntilExit()
+                if process.terminationStatus == 0 {
+                    cliKeys.append(key)
+                } else {
+                    cliFailures.append(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+                }
+                let list = Process()
+                list.executableURL = countdownBinary
+                list.arguments = ["--db", path, "list", "--json"]
+                list.standardOutput = FileHandle.nullDevice
+                list.standardError = FileHandle.nullDevice
+                try list.run()
+                list.waitUntilExit()
+                if list.terminationStatus != 0 { cliFailures.append("list exited \(list.terminationStatus)") }
+            }
+            for writer in writers {
+                _ = try await writer.waitForExit(seconds: 120)
+                #expect(writer.process.terminationStatus == 0, "a writer saw an error")
+            }
+            #expect(cliFailures.isEmpty, "\(cliFailures.prefix(3))")
+
+            let total = 4 * perWriter + cliKeys.count
+            let reader = try readOnly(path)
+            try await eventually("everything expired and both consumers caught up", limit: 120) {
+                try reader.read { db in
+                    let expired = try Int.fetchOne(db, sql: "SELECT count(*) FROM countdowns WHERE state = 'expired'") ?? 0
+                    let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM countdown_events WHERE kind = 'expired'") ?? 0
+                    let behind = try Int.fetchOne(
+                        db, sql: "SELECT count(*) FROM countdown_consumers WHERE name IN ('alpha', 'beta') AND last_event_id >= ?",
+                        arguments: [last]) ?? 0
+                    return expired == total && behind == 2
+                }
+            }
+            alpha.kill(SIGTERM)
+            beta.kill(SIGTERM)
+            for (name, run) in [("alpha", alpha), ("beta", beta)] {
+                let keys = run.finish().compactMap { line in
+                    (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["key"] as? String
+                }
+                #expect(run.process.terminationStatus == 0)
+                #expect(keys.count == total, "\(name) printed \(keys.count) expiries of \(total)")
+                #expect(Set(keys).count == keys.count, "\(name) printed an expiry twice")
+            }
+            let (items, expiries, integrity) = try await reader.read { db in
+                (
+                    try Int.fetchOne(db, sql: "SELECT count(*) FROM countdowns") ?? 0,
+                    try Int.fetchOne(db, sql: "SELECT count(*) FROM countdown_events WHERE kind = 'expired'") ?? 0,
+                    try String.fetchAll(db, sql: "PRAGMA integrity_check")
+                )
+            }
+            #expect(items == total, "every write is present")
+            #expect(expiries == total, "each countdown expired exactly once")
+            #expect(integrity == ["ok"])
+            let report = "multi-process suite: 4 writers × \(perWriter) + \(cliKeys.count) CLI starts + 20 CLI lists beside 2 tickers, \(total) expiries, each delivered once to each of 2 consumers, errors 0"
+            print(report)
+            if let file = ProcessInfo.processInfo.environment["COUNTDOWN_RELIABILITY_REPORT"] { try? (report + "\n").appendLine(to: file) }
+        }
+    }
+}
