@@ -33,7 +33,6 @@ let package = Package(
                 "CountdownStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // A host app in miniature: the ticker in a ServiceGroup beside a service of the host's.

@@ -42,24 +42,13 @@ public struct SystemClock: StoreClock {
 
     /// The boot clock: `CLOCK_BOOTTIME` on Linux, `CLOCK_MONOTONIC` (which counts sleep) on Apple platforms.
     public var bootMilliseconds: Int64 {
-        var spec = timespec()
-        #if os(Linux) || os(Android)
-        clock_gettime(CLOCK_BOOTTIME, &spec)
-        #else
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        #endif
-        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+        BootSleeper.bootNanoseconds() / 1_000_000
     }
 
-    /// Sleeps on the continuous clock (which also reads the boot clock), never on a wall-clock difference.
+    /// Sleeps until the boot clock reaches `deadline`, measured on the boot clock alone, never on
+    /// a wall-clock difference (and not through libdispatch's timers; see `BootSleeper`).
     public func sleep(untilBootMilliseconds deadline: Int64) async throws {
-        let delay = deadline - bootMilliseconds
-        if delay <= 0 {
-            try Task.checkCancellation()
-            return
-        }
-        // The boot clock is read truncated to the millisecond, so this never wakes before `deadline`.
-        try await Task.sleep(for: .milliseconds(delay), tolerance: .zero, clock: .continuous)
+        try await BootSleeper.shared.sleep(untilBootNanoseconds: deadline * 1_000_000)
     }
 
     /// The kernel's boot identifier: `/proc/sys/kernel/random/boot_id` on Linux,

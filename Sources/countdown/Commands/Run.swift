@@ -2,7 +2,6 @@ import ArgumentParser
 import CountdownStore
 import Foundation
 import Logging
-import ServiceLifecycle
 
 extension CountdownCommand {
     /// `countdown run`: the ticker in the foreground, one JSON line per expiry.
@@ -24,12 +23,22 @@ extension CountdownCommand {
         func run() async throws {
             let store = try global.openStore()
             let output = ExpiryOutput(store: store, group: group, consumer: consumer, command: exec)
-            let services = ServiceGroup(
-                services: [CountdownTicker(store: store), output],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: toolLogger)
+            let ticker = CountdownTicker(store: store)
+            // The ticker and the printer side by side; SIGINT or SIGTERM cancels both, the ticker
+            // then writes its final heartbeat. (No timers of its own: see `BootSleeper`.)
+            let work = Task {
+                try await withThrowingTaskGroup(of: Void.self) { tasks in
+                    tasks.addTask { try await ticker.run() }
+                    tasks.addTask { try await output.run() }
+                    defer { tasks.cancelAll() }
+                    _ = try await tasks.next()
+                }
+            }
+            let stop = SignalStop(cancelling: work)
+            defer { withExtendedLifetime(stop) {} }
             do {
-                try await services.run()
+                try await work.value
+            } catch is CancellationError {
             } catch {
                 try? await store.close()
                 throw error
@@ -40,7 +49,7 @@ extension CountdownCommand {
 }
 
 /// Writes each expiry as a JSON line, runs the command for it, and acknowledges it.
-struct ExpiryOutput: Service {
+struct ExpiryOutput {
     let store: CountdownStore
     let group: String?
     let consumer: String?
@@ -56,12 +65,15 @@ struct ExpiryOutput: Service {
         } else {
             events = try await store.events(filter)
         }
-        for try await event in events.cancelOnGracefulShutdown() {
+        for try await event in events {
             FileHandle.standardOutput.write(Data((Self.line(for: event) + "\n").utf8))
             if let command {
                 guard try await Self.runUntilSuccess(command, for: event) else { return }
             }
-            try await named?.acknowledge(event)
+            if let named {
+                // Written means handled: the acknowledgement completes even if a stop arrives now.
+                try await Task { try await named.acknowledge(event) }.value
+            }
         }
     }
 
@@ -90,7 +102,8 @@ struct ExpiryOutput: Service {
                 "command failed; retrying",
                 metadata: ["status": "\(status)", "key": "\(event.key ?? "")", "retry_in": "\(delay)"])
             do {
-                try await Task.sleep(for: delay)
+                let clock = SystemClock()  // the boot clock: a shifted wall clock cannot disturb it
+                try await clock.sleep(untilBootMilliseconds: clock.bootMilliseconds + milliseconds(delay))
             } catch {
                 return false
             }

@@ -93,6 +93,19 @@ final class HelperProcess: @unchecked Sendable {
         #endif
     }
 
+    /// Sends `signal` to the process's children (a wrapper such as `faketime` forks its command).
+    func killChildren(_ signal: Int32) {
+        let pid = process.processIdentifier
+        let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+        for child in children.split(separator: " ").compactMap({ Int32($0) }) {
+            #if canImport(Glibc)
+            _ = Glibc.kill(child, signal)
+            #else
+            _ = Darwin.kill(child, signal)
+            #endif
+        }
+    }
+
     /// Waits for the process to end, then returns its complete lines.
     func finish() -> [String] {
         process.waitUntilExit()

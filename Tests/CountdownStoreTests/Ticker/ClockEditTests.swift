@@ -6,7 +6,8 @@ import Testing
 /// T4: an edit of the system clock neither expires a countdown early nor extends it, and is recorded.
 @Suite("Clock edits (T4)")
 struct ClockEditTests {
-    static let jumps: [Int64] = [60, -60, 3600, -3600, 86_400, -86_400]
+    /// ±1 min, ±1 h, ±24 h and +10 years.
+    static let jumps: [Int64] = [60, -60, 3600, -3600, 86_400, -86_400, 315_576_000]
 
     @Test("T4: a clock edit while running: no early expiry, no extension, a clock event", arguments: jumps)
     func clockEditWhileRunning(jumpSeconds: Int64) async throws {
@@ -78,5 +79,57 @@ struct ClockEditTests {
         try await run(reopened, fixture.clock, for: .seconds(30))
         #expect(try await reopened.now().wall == before + 30_000, "then it moves on with the boot clock")
         #expect(try await reopened.countdown("wall")?.remaining == .minutes(9) - .seconds(30))
+    }
+
+    @Test("T4: the system clock set back to 1970 while running, between runs and across a reboot")
+    func backTo1970() async throws {
+        let fixture = try Fixture()
+        var store = try fixture.open()
+        var running = await RunningTicker(store)
+        try await store.start("wall", duration: .minutes(5))
+        try await store.start("active", duration: .minutes(5), policy: .active)
+        await running.advance(fixture.clock, by: .seconds(30))
+        let before = try await store.now().wall
+        fixture.clock.setSystemClock(to: Date(timeIntervalSince1970: 0))
+        await running.advance(fixture.clock, by: .seconds(30))
+        #expect(try await store.now().wall == before + 30_000)
+        #expect(try await store.countdown("wall")?.remaining == .minutes(4))
+        try await running.stop()
+        try await store.close()
+
+        fixture.clock.advance(by: .seconds(60))  // down a minute, clock still near 1970
+        store = try fixture.open()
+        running = await RunningTicker(store)
+        #expect(try await store.countdown("wall")?.remaining == .minutes(3))
+        #expect(try await store.countdown("active")?.remaining == .minutes(4))
+        try await running.stop()
+        try await store.close()
+
+        fixture.clock.reboot(after: .seconds(60))  // and rebooted with the clock in 1970
+        store = try fixture.open()
+        running = await RunningTicker(store)
+        let wall = try await store.now().wall
+        #expect(wall >= before + 90_000, "W never goes back, even across a reboot into 1970")
+        #expect(try await store.countdown("wall")?.remaining == .minutes(3), "no downtime can be proven, none counted")
+        #expect(try await events(store, kind: "clock_edited").count >= 2)
+        await running.advance(fixture.clock, by: .seconds(180))
+        #expect(try await events(store, key: "wall", kind: "expired").map(\.lateMs) == [0])
+        try await running.stop()
+    }
+
+    @Test("T4: a slewing system clock moves nothing; each second of accumulated drift is recorded")
+    func slewingClock() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        let running = await RunningTicker(store)
+        try await store.start("wall", duration: .minutes(2))
+        for _ in 0..<60 {
+            await running.advance(fixture.clock, by: .seconds(1))
+            fixture.clock.moveSystemClock(by: .milliseconds(100))  // the clock runs 10 % fast
+        }
+        #expect(try await store.countdown("wall")?.remaining == .minutes(1))
+        let edits = try await events(store, kind: "clock_edited")
+        #expect(edits.count == 5, "6 s of drift, recorded at each second beyond the tolerance: \(edits.count)")
+        try await running.stop()
     }
 }

@@ -1,0 +1,111 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Sleeps on the boot clock with one thread of its own, waiting in `poll(2)` with a relative
+/// timeout and finishing the last fraction of a millisecond in `nanosleep(2)`.
+///
+/// `Task.sleep` goes through libdispatch's timers, which misbehave when a process's view of the
+/// wall clock is shifted (libfaketime, used to test clock edits, makes them spin or fire an hour
+/// late); relative timeouts measured against the boot clock do not depend on the wall clock at all.
+final class BootSleeper: @unchecked Sendable {
+    // Safe: every mutable property is reached only under `lock`; the pipe descriptors are fixed.
+    static let shared = BootSleeper()
+
+    private let lock = NSLock()
+    private var sleepers: [UInt64: (deadlineNs: Int64, continuation: CheckedContinuation<Void, any Error>)] = [:]
+    private var nextID: UInt64 = 0
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    private init() {
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        (wakeRead, wakeWrite) = (fds[0], fds[1])
+        _ = fcntl(wakeRead, F_SETFL, fcntl(wakeRead, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(wakeWrite, F_SETFL, fcntl(wakeWrite, F_GETFL) | O_NONBLOCK)
+        let thread = Thread { [unowned self] in self.run() }
+        thread.name = "CountdownStore.BootSleeper"
+        thread.start()
+    }
+
+    /// Nanoseconds on the boot clock.
+    static func bootNanoseconds() -> Int64 {
+        var spec = timespec()
+        #if os(Linux) || os(Android)
+        clock_gettime(CLOCK_BOOTTIME, &spec)
+        #else
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        #endif
+        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
+    }
+
+    /// Suspends until the boot clock reaches `deadlineNs`, or throws `CancellationError`.
+    func sleep(untilBootNanoseconds deadlineNs: Int64) async throws {
+        let id = lock.withLock {
+            nextID += 1
+            return nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let cancelled = lock.withLock { () -> Bool in
+                    if Task.isCancelled { return true }
+                    sleepers[id] = (deadlineNs, continuation)
+                    return false
+                }
+                if cancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    wake()
+                }
+            }
+        } onCancel: {
+            let sleeper = lock.withLock { sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+
+    private func run() {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while true {
+            let now = Self.bootNanoseconds()
+            let (due, next) = lock.withLock { () -> ([CheckedContinuation<Void, any Error>], Int64?) in
+                let ready = sleepers.filter { $0.value.deadlineNs <= now }
+                ready.keys.forEach { sleepers.removeValue(forKey: $0) }
+                return (ready.values.map(\.continuation), sleepers.values.map(\.deadlineNs).min())
+            }
+            due.forEach { $0.resume() }
+            guard let next else {
+                waitForWake(timeoutMs: -1, buffer: &buffer)
+                continue
+            }
+            let remaining = next - now
+            if remaining < 1_000_000 {
+                // The last fraction of a millisecond, more finely than poll can.
+                var spec = timespec(tv_sec: 0, tv_nsec: Int(remaining))
+                nanosleep(&spec, nil)
+            } else {
+                waitForWake(timeoutMs: Int32(min(remaining / 1_000_000, 1000)), buffer: &buffer)
+            }
+        }
+    }
+
+    /// Waits for a new sleeper (a byte on the pipe) or the timeout.
+    private func waitForWake(timeoutMs: Int32, buffer: inout [UInt8]) {
+        var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
+        if poll(&descriptor, 1, timeoutMs) > 0 {
+            _ = read(wakeRead, &buffer, buffer.count)
+        }
+    }
+}
