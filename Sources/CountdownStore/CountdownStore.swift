@@ -68,9 +68,16 @@ public final class CountdownStore: Sendable {
         self.repository = SQLiteRepository(writer: database)
         self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         try translatingErrorsNow(path: path) {
-            try Migrator().migrate(database)
+            let created = try Migrator().migrate(database).contains(Migration.embedded[0].name)
             let exists = try database.read { db in try SQLiteTransaction(db: db).checkpoint() != nil }
             if !exists {
+                // Only a store created by this open starts its clocks; in an older one a missing
+                // clock row is damage, and a damaged file is never written to.
+                guard created else {
+                    throw CountdownError(
+                        .unreadableDatabase,
+                        "the database\(path.map { " at \(quoted($0, limit: 200))" } ?? "") is damaged: its countdown_clock row is missing; it was left untouched")
+                }
                 let initial = Checkpoint.initial(at: ClockReading(configuration.clock))
                 try database.write { db in try SQLiteTransaction(db: db).save(initial, creating: true) }
             }

@@ -56,7 +56,7 @@ extension EventRecord: FetchableRecord, MutablePersistableRecord {
         deadlineAtMs = try row.decode(forColumn: "deadline_at_ms")
         firedAtMs = try row.decode(forColumn: "fired_at_ms")
         lateMs = try row.decode(forColumn: "late_ms")
-        payload = CountdownPayload(databaseValue: row["payload"])
+        payload = CountdownPayload(databaseValue: try row.decode(DatabaseValue.self, forColumn: "payload"))
         detail = try row.decode(forColumn: "detail")
     }
 

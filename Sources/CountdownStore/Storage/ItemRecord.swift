@@ -45,7 +45,7 @@ extension ItemRecord: FetchableRecord, MutablePersistableRecord {
         finalElapsedMs = try row.decode(forColumn: "final_elapsed_ms")
         endedAtMs = try row.decode(forColumn: "ended_at_ms")
         expiredAtMs = try row.decode(forColumn: "expired_at_ms")
-        payload = CountdownPayload(databaseValue: row["payload"])
+        payload = CountdownPayload(databaseValue: try row.decode(DatabaseValue.self, forColumn: "payload"))
         updatedAtMs = try row.decode(forColumn: "updated_at_ms")
     }
 

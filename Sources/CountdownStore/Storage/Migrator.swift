@@ -35,10 +35,17 @@ struct Migrator: Sendable {
         }
     }
 
-    /// Applies every pending migration, up to and including `last` when given.
-    func migrate(_ writer: any DatabaseWriter, upTo last: String? = nil) throws {
+    /// Applies every pending migration, up to and including `last` when given; returns the names
+    /// of the migrations this call applied.
+    @discardableResult
+    func migrate(_ writer: any DatabaseWriter, upTo last: String? = nil) throws -> [String] {
         try writer.writeWithoutTransaction { db in
+            var appliedNow: [String] = []
             try checkNotNewer(db)
+            // Nothing pending: no transaction at all. Even an empty write transaction makes SQLite
+            // rewrite parts of the header, and opening must not write to a file it only reads.
+            let wanted = migrations.prefix { $0.name != last }.map(\.name) + (last.map { [$0] } ?? [])
+            if Set(wanted).isSubset(of: Set(try Self.applied(db))) { return appliedNow }
             for migration in migrations {
                 try db.inTransaction(.immediate) {
                     // Checked again under the write lock: another process may have applied it meanwhile.
@@ -48,6 +55,7 @@ struct Migrator: Sendable {
                     let done = try Bool.fetchOne(
                         db, sql: "SELECT 1 FROM \(Self.tableName) WHERE name = ?", arguments: [migration.name]) ?? false
                     if !done {
+                        appliedNow.append(migration.name)
                         try db.execute(sql: migration.sql)
                         try db.execute(
                             sql: "INSERT INTO \(Self.tableName) (name, applied_at_ms) VALUES (?, ?)",
@@ -57,6 +65,7 @@ struct Migrator: Sendable {
                 }
                 if migration.name == last { break }
             }
+            return appliedNow
         }
     }
 }

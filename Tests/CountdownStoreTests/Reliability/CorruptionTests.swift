@@ -103,6 +103,9 @@ struct CorruptionTests {
             outcomes[outcome, default: 0] += 1
             let after = try Data(contentsOf: URL(fileURLWithPath: path))
             #expect(after == bytes || (bytes.isEmpty && outcome == .cleanOpen), "file \(index) (\(damage), seed \(seed)) was overwritten")
+            if after != bytes, let keep = ProcessInfo.processInfo.environment["COUNTDOWN_CORRUPTION_KEEP"] {
+                try? bytes.write(to: URL(fileURLWithPath: keep + "/damaged-\(index).sqlite"))
+            }
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         }
         let report = "corruption suite: seed \(seed), \(files) damaged files, crashes 0, " + Outcome.allCases.map { "\(outcomes[$0] ?? 0) \($0.rawValue)" }.joined(separator: ", ")
