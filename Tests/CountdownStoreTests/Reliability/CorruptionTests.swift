@@ -114,6 +114,46 @@ struct CorruptionTests {
         #expect(outcomes.values.reduce(0, +) == files)
     }
 
+    @Test("Regression: a damaged row with NULL in a NOT NULL column is a typed error, not a trap")
+    func nullInANotNullColumn() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path()
+        let store = try CountdownStore(path: path, configuration: .init(clock: VirtualClock()))
+        try await store.start("a", duration: .minutes(1))
+        try await store.close()
+        // Damage the file the way a bit flip can: a NOT NULL column holding NULL.
+        let queue = try DatabaseQueue(path: path)
+        try await queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA writable_schema = ON")
+            try db.execute(sql: """
+                UPDATE sqlite_master SET sql = replace(sql, 'kind           TEXT    NOT NULL', 'kind           TEXT')
+                WHERE name = 'countdown_events'
+                """)
+            try db.execute(sql: "PRAGMA writable_schema = OFF")
+        }
+        try queue.close()
+        let damaging = try DatabaseQueue(path: path)
+        try await damaging.write { db in try db.execute(sql: "UPDATE countdown_events SET kind = NULL") }
+        try damaging.close()
+
+        let reopened = try CountdownStore(path: path, configuration: .init(clock: VirtualClock()))
+        await expectError(.storageFailure) { try await reopened.recentEvents() }
+        #expect(try await reopened.countdown("a")?.state == .running, "the undamaged rows still read")
+    }
+
+    @Test("Regression: opening and closing a store leaves its file byte for byte as it was")
+    func openingWritesNothing() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path()
+        let base = try await Self.makeBase(path)
+        for _ in 0..<3 {
+            let store = try CountdownStore(path: path)
+            _ = try await store.list(.all, limit: 1000)
+            try await store.close()
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == base)
+        }
+    }
+
     @Test("A text file, an empty file and a garbage -wal beside a sound database")
     func specialFiles() async throws {
         let folder = try TemporaryFolder()
