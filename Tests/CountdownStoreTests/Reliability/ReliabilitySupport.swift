@@ -107,9 +107,16 @@ final class HelperProcess: @unchecked Sendable {
     }
 
     /// Waits for the process to end, then returns its complete lines.
+    ///
+    /// The end of the output (EOF once the process is dead) is what is waited for; Foundation's
+    /// own notice of the exit is awaited only briefly, because under heavy process churn
+    /// `waitUntilExit` can miss it and wait forever.
     func finish() -> [String] {
-        process.waitUntilExit()
-        done.wait()
+        if done.wait(timeout: .now() + 60) == .timedOut {
+            Issue.record("the helper's output did not end within 60 s")
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while process.isRunning, Date() < deadline { usleep(10_000) }
         let text = String(decoding: output, as: UTF8.self)
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         if !text.hasSuffix("\n") { lines.removeLast() }  // a line cut short by SIGKILL
