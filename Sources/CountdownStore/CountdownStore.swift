@@ -49,8 +49,8 @@ public final class CountdownStore: Sendable {
     /// - Throws: ``CountdownError`` when the file is not SQLite, belongs to something else,
     ///   was written by a newer CountdownStore, or cannot be opened. The file is never overwritten.
     public convenience init(path: String, configuration: Configuration = Configuration()) throws(CountdownError) {
-        let pool = try DatabaseOpening.open(path: path, busyTimeout: configuration.busyTimeout)
-        try self.init(database: pool, path: path, owns: true, configuration: configuration)
+        let queue = try DatabaseOpening.open(path: path, busyTimeout: configuration.busyTimeout)
+        try self.init(database: queue, path: path, owns: true, configuration: configuration)
     }
 
     /// Opens a store inside the host's own GRDB database (a `DatabaseQueue` or `DatabasePool`),
