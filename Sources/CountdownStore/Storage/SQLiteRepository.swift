@@ -91,82 +91,39 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func running(policy: CountdownPolicy, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
-        var sql = "SELECT * FROM countdowns WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ?"
-        var arguments: StatementArguments = [policy.rawValue]
-        if let group {
-            sql += " AND group_name = ?"
-            arguments += [group]
-        }
-        if let after {
-            sql += " AND (deadline_ms, key) > (?, ?)"
-            arguments += [after.value, after.key]
-        }
-        sql += " ORDER BY deadline_ms, key LIMIT ?"
-        arguments += [limit]
-        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+        try ItemQuery("state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", [policy.rawValue])
+            .and("group_name = ?", group)
+            .and("(deadline_ms, key) > (?, ?)", after)
+            .fetch(db, orderedBy: "deadline_ms, key", limit: limit)
     }
 
     func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int) throws -> [ItemRecord] {
-        var sql = """
-            SELECT * FROM countdowns
-            WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ? AND deadline_ms <= ?
-            """
-        var arguments: StatementArguments = [policy.rawValue, deadline]
-        if let group {
-            sql += " AND group_name = ?"
-            arguments += [group]
-        }
-        sql += " ORDER BY deadline_ms, key LIMIT ?"
-        arguments += [limit]
-        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+        try ItemQuery(
+            "state = 'running' AND deadline_ms IS NOT NULL AND policy = ? AND deadline_ms <= ?", [policy.rawValue, deadline]
+        )
+        .and("group_name = ?", group)
+        .fetch(db, orderedBy: "deadline_ms, key", limit: limit)
     }
 
     func paused(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
-        var sql = "SELECT * FROM countdowns WHERE state = 'paused' AND deadline_ms IS NOT NULL"
-        var arguments: StatementArguments = []
-        if let group {
-            sql += " AND group_name = ?"
-            arguments += [group]
-        }
-        if let after {
-            sql += " AND (deadline_ms - paused_at_ms, key) > (?, ?)"
-            arguments += [after.value, after.key]
-        }
-        sql += " ORDER BY deadline_ms - paused_at_ms, key LIMIT ?"
-        arguments += [limit]
-        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+        try ItemQuery("state = 'paused' AND deadline_ms IS NOT NULL")
+            .and("group_name = ?", group)
+            .and("(deadline_ms - paused_at_ms, key) > (?, ?)", after)
+            .fetch(db, orderedBy: "deadline_ms - paused_at_ms, key", limit: limit)
     }
 
     func activeStopwatches(group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord] {
-        var sql = "SELECT * FROM countdowns WHERE kind = 'stopwatch' AND state IN ('running', 'paused')"
-        var arguments: StatementArguments = []
-        if let group {
-            sql += " AND group_name = ?"
-            arguments += [group]
-        }
-        if let afterKey {
-            sql += " AND key > ?"
-            arguments += [afterKey]
-        }
-        sql += " ORDER BY key LIMIT ?"
-        arguments += [limit]
-        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+        try ItemQuery("kind = 'stopwatch' AND state IN ('running', 'paused')")
+            .and("group_name = ?", group)
+            .and("key > ?", afterKey)
+            .fetch(db, orderedBy: "key", limit: limit)
     }
 
     func expired(sinceMs: Int64?, group: String?, limit: Int) throws -> [ItemRecord] {
-        var sql = "SELECT * FROM countdowns WHERE state = 'expired'"
-        var arguments: StatementArguments = []
-        if let sinceMs {
-            sql += " AND expired_at_ms >= ?"
-            arguments += [sinceMs]
-        }
-        if let group {
-            sql += " AND group_name = ?"
-            arguments += [group]
-        }
-        sql += " ORDER BY expired_at_ms DESC, key LIMIT ?"
-        arguments += [limit]
-        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+        try ItemQuery("state = 'expired'")
+            .and("expired_at_ms >= ?", sinceMs)
+            .and("group_name = ?", group)
+            .fetch(db, orderedBy: "expired_at_ms DESC, key", limit: limit)
     }
 
     func nextDeadline(policy: CountdownPolicy) throws -> ItemRecord? {
@@ -199,15 +156,9 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func ended(_ state: CountdownState, group: String?, limit: Int) throws -> [ItemRecord] {
-        var sql = "SELECT * FROM countdowns WHERE state = ?"
-        var arguments: StatementArguments = [state.rawValue]
-        if let group {
-            sql += " AND group_name = ?"
-            arguments += [group]
-        }
-        sql += " ORDER BY ended_at_ms DESC, key LIMIT ?"
-        arguments += [limit]
-        return try ItemRecord.fetchAll(db, sql: sql, arguments: arguments)
+        try ItemQuery("state = ?", [state.rawValue])
+            .and("group_name = ?", group)
+            .fetch(db, orderedBy: "ended_at_ms DESC, key", limit: limit)
     }
 
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
@@ -327,5 +278,39 @@ struct SQLiteTransaction: RepositoryWriting {
                 """,
             arguments: [cutoffMs])
         return db.changesCount
+    }
+}
+
+/// A query of `countdowns` assembled from optional conditions: the SQL text and its arguments
+/// grow together, so they cannot disagree.
+private struct ItemQuery {
+    private var sql: String
+    private var arguments: StatementArguments
+
+    init(_ condition: String, _ arguments: StatementArguments = []) {
+        sql = "SELECT * FROM countdowns WHERE " + condition
+        self.arguments = arguments
+    }
+
+    /// Adds `AND condition` with `value` as its argument, when there is a value.
+    func and(_ condition: String, _ value: (some DatabaseValueConvertible)?) -> ItemQuery {
+        guard let value else { return self }
+        var query = self
+        query.sql += " AND " + condition
+        query.arguments += [value]
+        return query
+    }
+
+    /// Adds a keyset condition on `(sort value, key)`, when there is a position to start after.
+    func and(_ condition: String, _ position: SortPosition?) -> ItemQuery {
+        guard let position else { return self }
+        var query = self
+        query.sql += " AND " + condition
+        query.arguments += [position.value, position.key]
+        return query
+    }
+
+    func fetch(_ db: Database, orderedBy order: String, limit: Int) throws -> [ItemRecord] {
+        try ItemRecord.fetchAll(db, sql: sql + " ORDER BY \(order) LIMIT ?", arguments: arguments + [limit])
     }
 }
