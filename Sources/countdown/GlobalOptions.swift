@@ -50,11 +50,6 @@ struct OutputOptions: ParsableArguments {
 extension CountdownPolicy: ExpressibleByArgument {}
 extension StateFilter: ExpressibleByArgument {}
 
-/// Parses a duration argument, or throws the library's error naming it.
-func duration(_ text: String) throws(CountdownError) -> Duration {
-    try DurationText.parse(text)
-}
-
 /// Runs `body` with the store open, closing it afterwards whatever happens.
 func withStore<T>(
     _ options: GlobalOptions, defaultFile: String = "countdowns.sqlite",

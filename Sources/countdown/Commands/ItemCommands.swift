@@ -18,7 +18,7 @@ extension CountdownCommand {
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
-            let length = try CountdownStore.duration(duration)
+            let length = try DurationText.parse(duration)
             let item = try await withStore(global) { store in
                 try await store.start(
                     key, duration: length, group: group, policy: policy, payload: payload.map(CountdownPayload.text),
@@ -111,17 +111,10 @@ extension CountdownCommand {
         @Option(name: .customLong("older-than"), help: "How old, like 30d.") var olderThan: String
 
         func run() async throws {
-            let age = try CountdownStore.duration(olderThan)
+            let age = try DurationText.parse(olderThan)
             let result = try await withStore(global) { store in try await store.prune(olderThan: age) }
             print("pruned \(result.items) countdowns and \(result.events) events")
         }
-    }
-}
-
-extension CountdownStore {
-    /// A duration argument, or the error naming it.
-    static func duration(_ text: String) throws(CountdownError) -> Duration {
-        try DurationText.parse(text)
     }
 }
 
@@ -203,7 +196,7 @@ extension CountdownCommand {
         @Argument(help: "How much to add.") var duration: String
         @OptionGroup var output: OutputOptions
         func change(_ store: CountdownStore) async throws -> Countdown {
-            try await store.extend(key, by: try CountdownStore.duration(duration))
+            try await store.extend(key, by: try DurationText.parse(duration))
         }
     }
 
@@ -215,7 +208,7 @@ extension CountdownCommand {
         @Argument(help: "How much to take off.") var duration: String
         @OptionGroup var output: OutputOptions
         func change(_ store: CountdownStore) async throws -> Countdown {
-            try await store.shorten(key, by: try CountdownStore.duration(duration))
+            try await store.shorten(key, by: try DurationText.parse(duration))
         }
     }
 }

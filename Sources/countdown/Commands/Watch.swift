@@ -15,7 +15,7 @@ extension CountdownCommand {
         @Option(help: "active, running or paused.") var state: StateFilter = .active
 
         func run() async throws {
-            let every = try CountdownStore.duration(interval)
+            let every = try DurationText.parse(interval)
             guard [.active, .running, .paused].contains(state) else {
                 throw CountdownError(.invalidArgument, "invalid state '\(state.rawValue)' for watch: use active, running or paused")
             }
