@@ -29,11 +29,10 @@ struct LiveView {
     /// Folds in a new snapshot; returns the rows to show, with just-ended items kept a moment.
     mutating func update(_ items: [Countdown], at wallMs: Int64) -> [Countdown] {
         let current = Dictionary(items.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        // An item that vanished from the active set or expired: it lingers, marked expired, if it
+        // did expire or was a countdown within two seconds of zero when last seen.
         for (key, item) in previous where current[key] == nil || current[key]?.state == .expired {
             var ended = current[key] ?? item
-            if ended.state != .expired, item.isDue || item.remaining == .zero || ended.isDue {
-                ended.state = .expired
-            }
             if ended.state == .expired || item.kind == .countdown && (item.remaining ?? .zero) <= .seconds(2) {
                 ended.state = .expired
                 ended.remaining = .zero
