@@ -52,6 +52,16 @@ let package = Package(
             dependencies: ["CountdownStore", .product(name: "GRDB", package: "GRDB.swift")],
             path: "Tests/Helpers/CountdownTortureHelper"
         ),
+        // `swift run -c release CountdownBenchmarks`: our figures beside raw SQLite's for the same work.
+        .executableTarget(
+            name: "CountdownBenchmarks",
+            dependencies: [
+                "CountdownStore",
+                "CSQLiteShim",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/CountdownBenchmarks"
+        ),
         // Turns `Migrations/*.sql` into Swift source at build time, so binaries carry their schema.
         .executableTarget(name: "EmbedMigrationsTool"),
         .plugin(

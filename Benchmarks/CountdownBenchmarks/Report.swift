@@ -1,0 +1,85 @@
+import Foundation
+
+/// How a figure is judged.
+enum Target {
+    /// Ours divided by raw must be at least this (throughputs: higher is better).
+    case atLeastRatio(Double)
+    /// Ours divided by raw must be at most this (latencies: lower is better).
+    case atMostRatio(Double)
+    /// Ours must be at most this, in the row's unit.
+    case atMost(Double)
+
+    var text: String {
+        switch self {
+        case .atLeastRatio(let ratio): "≥ \(ratio)× raw"
+        case .atMostRatio(let ratio): "≤ \(ratio)× raw"
+        case .atMost(let value): "≤ \(Self.number(value))"
+        }
+    }
+
+    static func number(_ value: Double) -> String {
+        if value == 0 { return "0" }
+        if value >= 1000 { return String(format: "%.0f", value) }
+        if value >= 100 { return String(format: "%.1f", value) }
+        if value >= 1 { return String(format: "%.2f", value) }
+        return String(format: "%.3f", value)
+    }
+}
+
+/// One line of the table: our figure beside the raw SQLite figure for the same work.
+struct Figure {
+    var name: String
+    var n: Int
+    var ours: Double
+    /// The same work through the raw C API (or the bare system call, for wake-ups), when one exists.
+    var raw: Double?
+    var unit: String
+    var target: Target
+
+    var ratio: Double? {
+        guard let raw, raw > 0 else { return nil }
+        return ours / raw
+    }
+
+    var meets: Bool {
+        switch target {
+        case .atLeastRatio(let wanted): (ratio ?? 0) >= wanted
+        case .atMostRatio(let wanted): (ratio ?? .infinity) <= wanted
+        case .atMost(let limit): ours <= limit
+        }
+    }
+}
+
+enum Report {
+    static func table(_ figures: [Figure]) -> String {
+        let header = ["operation", "n", "ours", "raw", "unit", "ratio", "target", "meets"]
+        let rows = figures.map { figure in
+            [
+                figure.name, "\(figure.n)", Target.number(figure.ours), figure.raw.map(Target.number) ?? "—",
+                figure.unit, figure.ratio.map { String(format: "%.2f×", $0) } ?? "—", figure.target.text,
+                figure.meets ? "yes" : "NO",
+            ]
+        }
+        let widths = header.indices.map { column in
+            ([header] + rows).map { $0[column].count }.max() ?? 0
+        }
+        func line(_ cells: [String]) -> String {
+            "| " + cells.enumerated().map { index, cell in
+                cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+            }.joined(separator: " | ") + " |"
+        }
+        let rule = "|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|"
+        return ([line(header), rule] + rows.map(line)).joined(separator: "\n")
+    }
+
+    static func json(_ figures: [Figure]) throws -> Data {
+        let objects: [[String: Any]] = figures.map { figure in
+            [
+                "name": figure.name, "n": figure.n, "ours": figure.ours, "raw": figure.raw ?? NSNull(),
+                "unit": figure.unit, "ratio": figure.ratio ?? NSNull(), "target": figure.target.text,
+                "meets": figure.meets,
+            ]
+        }
+        return try JSONSerialization.data(withJSONObject: objects, options: [.prettyPrinted, .sortedKeys])
+    }
+}
