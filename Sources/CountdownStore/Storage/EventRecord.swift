@@ -43,38 +43,32 @@ struct EventRecord: Sendable, Hashable {
     }
 }
 
-extension EventRecord: FetchableRecord, MutablePersistableRecord {
-    static let databaseTableName = "countdown_events"
+extension EventRecord: FetchableRecord {
+    /// Every column, in the order ``init(row:)`` and ``arguments`` use.
+    static let columns = "id, kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, detail"
 
+    /// `SELECT <every column> FROM countdown_events`.
+    static let select = "SELECT \(columns) FROM countdown_events"
+
+    static let insertSQL = "INSERT INTO countdown_events (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+    /// Decodes a row of ``columns``; a damaged value throws rather than traps.
     init(row: Row) throws {
-        id = try row.decode(forColumn: "id")
-        kind = try row.decode(forColumn: "kind")
-        key = try row.decode(forColumn: "key")
-        group = try row.decode(forColumn: "group_name")
-        generation = try row.decode(forColumn: "generation")
-        atMs = try row.decode(forColumn: "at_ms")
-        deadlineAtMs = try row.decode(forColumn: "deadline_at_ms")
-        firedAtMs = try row.decode(forColumn: "fired_at_ms")
-        lateMs = try row.decode(forColumn: "late_ms")
-        payload = CountdownPayload(databaseValue: try row.decode(DatabaseValue.self, forColumn: "payload"))
-        detail = try row.decode(forColumn: "detail")
+        id = try row.decode(atIndex: 0)
+        kind = try row.decode(atIndex: 1)
+        key = try row.decode(atIndex: 2)
+        group = try row.decode(atIndex: 3)
+        generation = try row.decode(atIndex: 4)
+        atMs = try row.decode(atIndex: 5)
+        deadlineAtMs = try row.decode(atIndex: 6)
+        firedAtMs = try row.decode(atIndex: 7)
+        lateMs = try row.decode(atIndex: 8)
+        payload = CountdownPayload(databaseValue: try row.decode(DatabaseValue.self, atIndex: 9))
+        detail = try row.decode(atIndex: 10)
     }
 
-    func encode(to container: inout PersistenceContainer) {
-        container["id"] = id
-        container["kind"] = kind
-        container["key"] = key
-        container["group_name"] = group
-        container["generation"] = generation
-        container["at_ms"] = atMs
-        container["deadline_at_ms"] = deadlineAtMs
-        container["fired_at_ms"] = firedAtMs
-        container["late_ms"] = lateMs
-        container["payload"] = payload?.databaseValue
-        container["detail"] = detail
-    }
-
-    mutating func didInsert(_ inserted: InsertionSuccess) {
-        id = inserted.rowID
+    /// The values of ``columns``, in order.
+    var arguments: StatementArguments {
+        [id, kind, key, group, generation, atMs, deadlineAtMs, firedAtMs, lateMs, payload?.databaseValue, detail]
     }
 }

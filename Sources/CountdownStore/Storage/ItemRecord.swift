@@ -24,29 +24,52 @@ struct ItemRecord: Sendable, Hashable {
     var updatedAtMs: Int64
 }
 
-extension ItemRecord: FetchableRecord, MutablePersistableRecord {
-    static let databaseTableName = "countdowns"
+extension ItemRecord: FetchableRecord {
+    /// Every column, in the order ``init(row:)`` and ``arguments`` use: queries select exactly
+    /// these, so rows decode by position rather than by name.
+    static let columns = """
+        id, key, group_name, kind, policy, state, duration_ms, generation, start_offset_ms, gap_at_start_ms, \
+        started_at_ms, paused_ms, paused_at_ms, deadline_ms, final_elapsed_ms, ended_at_ms, expired_at_ms, \
+        payload, updated_at_ms
+        """
 
+    /// `SELECT <every column> FROM countdowns`.
+    static let select = "SELECT \(columns) FROM countdowns"
+
+    static let insertSQL = """
+        INSERT INTO countdowns (\(columns))
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    static let updateSQL = """
+        UPDATE countdowns SET id = ?1, key = ?2, group_name = ?3, kind = ?4, policy = ?5, state = ?6,
+            duration_ms = ?7, generation = ?8, start_offset_ms = ?9, gap_at_start_ms = ?10, started_at_ms = ?11,
+            paused_ms = ?12, paused_at_ms = ?13, deadline_ms = ?14, final_elapsed_ms = ?15, ended_at_ms = ?16,
+            expired_at_ms = ?17, payload = ?18, updated_at_ms = ?19
+        WHERE id = ?1
+        """
+
+    /// Decodes a row of ``columns``; a damaged value throws rather than traps.
     init(row: Row) throws {
-        id = try row.decode(forColumn: "id")
-        key = try row.decode(forColumn: "key")
-        group = try row.decode(forColumn: "group_name")
-        kind = try Self.decode(try row.decode(forColumn: "kind"), as: CountdownKind.self, column: "kind")
-        policy = try Self.decode(try row.decode(forColumn: "policy"), as: CountdownPolicy.self, column: "policy")
-        state = try Self.decode(try row.decode(forColumn: "state"), as: CountdownState.self, column: "state")
-        durationMs = try row.decode(forColumn: "duration_ms")
-        generation = try row.decode(forColumn: "generation")
-        startOffsetMs = try row.decode(forColumn: "start_offset_ms")
-        gapAtStartMs = try row.decode(forColumn: "gap_at_start_ms")
-        startedAtMs = try row.decode(forColumn: "started_at_ms")
-        pausedMs = try row.decode(forColumn: "paused_ms")
-        pausedAtMs = try row.decode(forColumn: "paused_at_ms")
-        deadlineMs = try row.decode(forColumn: "deadline_ms")
-        finalElapsedMs = try row.decode(forColumn: "final_elapsed_ms")
-        endedAtMs = try row.decode(forColumn: "ended_at_ms")
-        expiredAtMs = try row.decode(forColumn: "expired_at_ms")
-        payload = CountdownPayload(databaseValue: try row.decode(DatabaseValue.self, forColumn: "payload"))
-        updatedAtMs = try row.decode(forColumn: "updated_at_ms")
+        id = try row.decode(atIndex: 0)
+        key = try row.decode(atIndex: 1)
+        group = try row.decode(atIndex: 2)
+        kind = try Self.decode(try row.decode(atIndex: 3), as: CountdownKind.self, column: "kind")
+        policy = try Self.decode(try row.decode(atIndex: 4), as: CountdownPolicy.self, column: "policy")
+        state = try Self.decode(try row.decode(atIndex: 5), as: CountdownState.self, column: "state")
+        durationMs = try row.decode(atIndex: 6)
+        generation = try row.decode(atIndex: 7)
+        startOffsetMs = try row.decode(atIndex: 8)
+        gapAtStartMs = try row.decode(atIndex: 9)
+        startedAtMs = try row.decode(atIndex: 10)
+        pausedMs = try row.decode(atIndex: 11)
+        pausedAtMs = try row.decode(atIndex: 12)
+        deadlineMs = try row.decode(atIndex: 13)
+        finalElapsedMs = try row.decode(atIndex: 14)
+        endedAtMs = try row.decode(atIndex: 15)
+        expiredAtMs = try row.decode(atIndex: 16)
+        payload = CountdownPayload(databaseValue: try row.decode(DatabaseValue.self, atIndex: 17))
+        updatedAtMs = try row.decode(atIndex: 18)
     }
 
     private static func decode<T: RawRepresentable<String>>(_ raw: String, as: T.Type, column: String) throws -> T {
@@ -56,30 +79,13 @@ extension ItemRecord: FetchableRecord, MutablePersistableRecord {
         return value
     }
 
-    func encode(to container: inout PersistenceContainer) {
-        container["id"] = id
-        container["key"] = key
-        container["group_name"] = group
-        container["kind"] = kind.rawValue
-        container["policy"] = policy.rawValue
-        container["state"] = state.rawValue
-        container["duration_ms"] = durationMs
-        container["generation"] = generation
-        container["start_offset_ms"] = startOffsetMs
-        container["gap_at_start_ms"] = gapAtStartMs
-        container["started_at_ms"] = startedAtMs
-        container["paused_ms"] = pausedMs
-        container["paused_at_ms"] = pausedAtMs
-        container["deadline_ms"] = deadlineMs
-        container["final_elapsed_ms"] = finalElapsedMs
-        container["ended_at_ms"] = endedAtMs
-        container["expired_at_ms"] = expiredAtMs
-        container["payload"] = payload?.databaseValue
-        container["updated_at_ms"] = updatedAtMs
-    }
-
-    mutating func didInsert(_ inserted: InsertionSuccess) {
-        id = inserted.rowID
+    /// The values of ``columns``, in order.
+    var arguments: StatementArguments {
+        [
+            id, key, group, kind.rawValue, policy.rawValue, state.rawValue, durationMs, generation, startOffsetMs,
+            gapAtStartMs, startedAtMs, pausedMs, pausedAtMs, deadlineMs, finalElapsedMs, endedAtMs, expiredAtMs,
+            payload?.databaseValue, updatedAtMs,
+        ]
     }
 }
 
