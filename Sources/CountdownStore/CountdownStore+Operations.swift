@@ -146,9 +146,15 @@ extension CountdownStore {
     private static func start(
         _ request: ValidRequest, whenActive: WhenActive, _ tx: any RepositoryWriting, _ time: StoreTime
     ) throws -> Countdown {
-        var generation: Int64 = 1
-        var id: Int64?
-        if var existing = try tx.item(key: request.key) {
+        var item = ItemRecord(
+            key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,
+            policy: request.policy, durationMs: request.durationMs, payload: request.payload, generation: 1, at: time)
+        // A new key (the common case) is one statement; a removed key's generations never repeat.
+        var replacing = false
+        if try !tx.insertNew(&item) {
+            guard var existing = try tx.item(key: request.key) else {
+                throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
+            }
             try settleIfDue(&existing, tx, time)
             if existing.state.isActive {
                 switch whenActive {
@@ -163,22 +169,12 @@ extension CountdownStore {
                     break
                 }
             }
-            generation = existing.generation + 1
-            id = existing.id
-        } else if let retired = try tx.retiredGeneration(key: request.key) {
-            generation = retired + 1  // a removed key's generations never repeat
-        }
-        var item = ItemRecord(
-            key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,
-            policy: request.policy, durationMs: request.durationMs, payload: request.payload,
-            generation: generation, at: time)
-        if let id {
-            item.id = id
+            item.id = existing.id
+            item.generation = existing.generation + 1
             try tx.update(item)
-        } else {
-            try tx.insert(&item)
+            replacing = true
         }
-        let kind: EventKind = item.kind == .stopwatch ? .stopwatchStarted : (id == nil ? .started : .replaced)
+        let kind: EventKind = item.kind == .stopwatch ? .stopwatchStarted : (replacing ? .replaced : .started)
         try tx.append(EventRecord(kind, item: item, at: time, detail: item.durationMs.map { ["duration_ms": $0] }))
         return item.countdown(at: time)
     }

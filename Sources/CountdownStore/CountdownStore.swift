@@ -108,7 +108,8 @@ public final class CountdownStore: Sendable {
     /// Keeps the checkpoint and lease as this transaction leaves them: called by the few
     /// operations that change either after ``advanceClocks(_:)`` recorded them.
     private func remember(_ tx: any RepositoryReading) throws {
-        remember(try tx.checkpoint(), leaseExpiry: try tx.lease().expiresAtMs)
+        let (checkpoint, lease) = try tx.clocks()
+        remember(checkpoint, leaseExpiry: lease.expiresAtMs)
     }
 
     private func remember(_ checkpoint: Checkpoint?, leaseExpiry: Int64) {
@@ -143,11 +144,11 @@ public final class CountdownStore: Sendable {
     private func extrapolate(
         _ tx: any RepositoryReading, at reading: ClockReading? = nil
     ) throws -> (Extrapolation, Checkpoint, Lease) {
-        guard let checkpoint = try tx.checkpoint() else {
+        let (stored, lease) = try tx.clocks()
+        guard let checkpoint = stored else {
             throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
         }
         let reading = reading ?? ClockReading(configuration.clock)
-        let lease = try tx.lease()
         return (checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease)
     }
 

@@ -27,6 +27,10 @@ enum Validate {
         if raw.isEmpty {
             throw CountdownError(code, "invalid \(what) '': a \(what) must not be empty")
         }
+        // Printable ASCII, the common case: no control characters, already NFC, one byte each.
+        if raw.utf8.count <= maximumBytes, raw.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
+            return raw
+        }
         if let bad = raw.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
             throw CountdownError(
                 code,

@@ -25,6 +25,8 @@ struct CountRow: Sendable, Hashable {
 protocol RepositoryReading {
     func checkpoint() throws -> Checkpoint?
     func lease() throws -> Lease
+    /// The checkpoint and the lease, in one query: what every transaction reads first.
+    func clocks() throws -> (Checkpoint?, Lease)
     func item(key: String) throws -> ItemRecord?
     /// Running countdowns of one policy in deadline order, strictly after `after` (a deadline and key).
     func running(policy: CountdownPolicy, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord]
@@ -58,7 +60,9 @@ protocol RepositoryReading {
 protocol RepositoryWriting: RepositoryReading {
     func save(_ checkpoint: Checkpoint, creating: Bool) throws
     func save(_ lease: Lease) throws
-    func insert(_ item: inout ItemRecord) throws
+    /// Inserts `item` unless its key exists, continuing the generations of a removed key, and
+    /// sets its `id` and `generation`; returns `false`, having changed nothing, when the key exists.
+    func insertNew(_ item: inout ItemRecord) throws -> Bool
     func update(_ item: ItemRecord) throws
     /// Deletes the item, remembering its generation so the key never reuses it.
     func delete(_ item: ItemRecord) throws

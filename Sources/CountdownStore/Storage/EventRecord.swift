@@ -43,8 +43,8 @@ struct EventRecord: Sendable, Hashable {
     }
 }
 
-extension EventRecord: FetchableRecord {
-    /// Every column, in the order ``init(row:)`` and ``arguments`` use.
+extension EventRecord {
+    /// Every column, in the order ``init(_:)`` and ``bind(_:)`` use.
     static let columns = "id, kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, detail"
 
     /// `SELECT <every column> FROM countdown_events`.
@@ -53,22 +53,32 @@ extension EventRecord: FetchableRecord {
     static let insertSQL = "INSERT INTO countdown_events (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
     /// Decodes a row of ``columns``; a damaged value throws rather than traps.
-    init(row: Row) throws {
-        id = try row.decode(atIndex: 0)
-        kind = try row.decode(atIndex: 1)
-        key = try row.decode(atIndex: 2)
-        group = try row.decode(atIndex: 3)
-        generation = try row.decode(atIndex: 4)
-        atMs = try row.decode(atIndex: 5)
-        deadlineAtMs = try row.decode(atIndex: 6)
-        firedAtMs = try row.decode(atIndex: 7)
-        lateMs = try row.decode(atIndex: 8)
-        payload = CountdownPayload(databaseValue: try row.decode(DatabaseValue.self, atIndex: 9))
-        detail = try row.decode(atIndex: 10)
+    init(_ row: Columns) throws {
+        id = try row.int(0)
+        kind = try row.text(1)
+        key = row.optionalText(2)
+        group = row.optionalText(3)
+        generation = row.optionalInt(4)
+        atMs = try row.int(5)
+        deadlineAtMs = row.optionalInt(6)
+        firedAtMs = row.optionalInt(7)
+        lateMs = row.optionalInt(8)
+        payload = row.payload(9)
+        detail = row.optionalText(10)
     }
 
-    /// The values of ``columns``, in order.
-    var arguments: StatementArguments {
-        [id, kind, key, group, generation, atMs, deadlineAtMs, firedAtMs, lateMs, payload?.databaseValue, detail]
+    /// Binds the values of ``columns``, in order.
+    func bind(_ values: inout Bindings) {
+        values.add(id)
+        values.add(kind)
+        values.add(key)
+        values.add(group)
+        values.add(generation)
+        values.add(atMs)
+        values.add(deadlineAtMs)
+        values.add(firedAtMs)
+        values.add(lateMs)
+        values.add(payload)
+        values.add(detail)
     }
 }

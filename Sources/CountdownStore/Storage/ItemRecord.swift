@@ -24,8 +24,8 @@ struct ItemRecord: Sendable, Hashable {
     var updatedAtMs: Int64
 }
 
-extension ItemRecord: FetchableRecord {
-    /// Every column, in the order ``init(row:)`` and ``arguments`` use: queries select exactly
+extension ItemRecord {
+    /// Every column, in the order ``init(_:)`` and ``bind(_:)`` use: queries select exactly
     /// these, so rows decode by position rather than by name.
     static let columns = """
         id, key, group_name, kind, policy, state, duration_ms, generation, start_offset_ms, gap_at_start_ms, \
@@ -36,9 +36,11 @@ extension ItemRecord: FetchableRecord {
     /// `SELECT <every column> FROM countdowns`.
     static let select = "SELECT \(columns) FROM countdowns"
 
-    static let insertSQL = """
+    /// Inserts a new key, binding ``bind(_:)``'s values; does nothing when the key exists.
+    static let insertNewSQL = """
         INSERT INTO countdowns (\(columns))
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (key) DO NOTHING
         """
 
     static let updateSQL = """
@@ -50,26 +52,26 @@ extension ItemRecord: FetchableRecord {
         """
 
     /// Decodes a row of ``columns``; a damaged value throws rather than traps.
-    init(row: Row) throws {
-        id = try row.decode(atIndex: 0)
-        key = try row.decode(atIndex: 1)
-        group = try row.decode(atIndex: 2)
-        kind = try Self.decode(try row.decode(atIndex: 3), as: CountdownKind.self, column: "kind")
-        policy = try Self.decode(try row.decode(atIndex: 4), as: CountdownPolicy.self, column: "policy")
-        state = try Self.decode(try row.decode(atIndex: 5), as: CountdownState.self, column: "state")
-        durationMs = try row.decode(atIndex: 6)
-        generation = try row.decode(atIndex: 7)
-        startOffsetMs = try row.decode(atIndex: 8)
-        gapAtStartMs = try row.decode(atIndex: 9)
-        startedAtMs = try row.decode(atIndex: 10)
-        pausedMs = try row.decode(atIndex: 11)
-        pausedAtMs = try row.decode(atIndex: 12)
-        deadlineMs = try row.decode(atIndex: 13)
-        finalElapsedMs = try row.decode(atIndex: 14)
-        endedAtMs = try row.decode(atIndex: 15)
-        expiredAtMs = try row.decode(atIndex: 16)
-        payload = CountdownPayload(databaseValue: try row.decode(DatabaseValue.self, atIndex: 17))
-        updatedAtMs = try row.decode(atIndex: 18)
+    init(_ row: Columns) throws {
+        id = try row.int(0)
+        key = try row.text(1)
+        group = row.optionalText(2)
+        kind = try Self.decode(try row.text(3), as: CountdownKind.self, column: "kind")
+        policy = try Self.decode(try row.text(4), as: CountdownPolicy.self, column: "policy")
+        state = try Self.decode(try row.text(5), as: CountdownState.self, column: "state")
+        durationMs = row.optionalInt(6)
+        generation = try row.int(7)
+        startOffsetMs = try row.int(8)
+        gapAtStartMs = try row.int(9)
+        startedAtMs = try row.int(10)
+        pausedMs = try row.int(11)
+        pausedAtMs = row.optionalInt(12)
+        deadlineMs = row.optionalInt(13)
+        finalElapsedMs = row.optionalInt(14)
+        endedAtMs = row.optionalInt(15)
+        expiredAtMs = row.optionalInt(16)
+        payload = row.payload(17)
+        updatedAtMs = try row.int(18)
     }
 
     private static func decode<T: RawRepresentable<String>>(_ raw: String, as: T.Type, column: String) throws -> T {
@@ -79,32 +81,26 @@ extension ItemRecord: FetchableRecord {
         return value
     }
 
-    /// The values of ``columns``, in order.
-    var arguments: StatementArguments {
-        [
-            id, key, group, kind.rawValue, policy.rawValue, state.rawValue, durationMs, generation, startOffsetMs,
-            gapAtStartMs, startedAtMs, pausedMs, pausedAtMs, deadlineMs, finalElapsedMs, endedAtMs, expiredAtMs,
-            payload?.databaseValue, updatedAtMs,
-        ]
-    }
-}
-
-extension CountdownPayload {
-    /// Text is stored as TEXT, bytes as BLOB.
-    var databaseValue: DatabaseValue {
-        switch self {
-        case .text(let text): text.databaseValue
-        case .bytes(let data): data.databaseValue
-        }
-    }
-
-    init?(databaseValue: DatabaseValue) {
-        switch databaseValue.storage {
-        case .string(let text): self = .text(text)
-        case .blob(let data): self = .bytes(data)
-        case .null: return nil
-        case .int64(let value): self = .text(String(value))
-        case .double(let value): self = .text(String(value))
-        }
+    /// Binds the values of ``columns``, in order.
+    func bind(_ values: inout Bindings) {
+        values.add(id)
+        values.add(key)
+        values.add(group)
+        values.add(kind.rawValue)
+        values.add(policy.rawValue)
+        values.add(state.rawValue)
+        values.add(durationMs)
+        values.add(generation)
+        values.add(startOffsetMs)
+        values.add(gapAtStartMs)
+        values.add(startedAtMs)
+        values.add(pausedMs)
+        values.add(pausedAtMs)
+        values.add(deadlineMs)
+        values.add(finalElapsedMs)
+        values.add(endedAtMs)
+        values.add(expiredAtMs)
+        values.add(payload)
+        values.add(updatedAtMs)
     }
 }

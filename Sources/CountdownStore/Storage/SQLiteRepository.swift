@@ -135,261 +135,359 @@ extension CountdownError {
 
 /// One transaction's view of the tables.
 ///
-/// Every statement is prepared once per connection and reused (GRDB's statement cache), and
-/// rows decode by column position: an operation costs little more than its SQL.
+/// Every statement is prepared once per connection and reused, and runs through
+/// ``Database/run(_:bind:row:)``: values bind and rows decode by position.
 struct SQLiteTransaction: RepositoryWriting {
     let db: Database
+    /// What this transaction has learnt once and need not ask again.
+    private let memo = Memo()
 
-    private func statement(_ sql: String) throws -> Statement {
-        try db.cachedStatement(sql: sql)
+    private final class Memo {
+        /// Whether `countdown_retired_keys` holds any key (it changes only by `delete`).
+        var anyRetiredKeys: Bool?
     }
 
-    private func execute(_ sql: String, _ arguments: StatementArguments = []) throws {
-        try statement(sql).execute(arguments: arguments)
+    init(db: Database) {
+        self.db = db
     }
 
     // MARK: Reading
 
+    private static let checkpointColumns = """
+        created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms, boot_id, wall_floor_ms, suspended, \
+        calibration_offset_ms, calibrated_at_ms, clock_skew_ms
+        """
+
+    private static func checkpoint(_ row: Columns) throws -> Checkpoint {
+        Checkpoint(
+            createdAt: try row.int(0), active: try row.int(1), gap: try row.int(2), heartbeatAt: try row.int(3),
+            heartbeatBoot: try row.int(4), bootID: row.optionalText(5), wallFloor: try row.int(6),
+            suspended: try row.bool(7), calibrationOffset: try row.int(8), calibratedAt: row.optionalInt(9),
+            clockSkew: try row.int(10))
+    }
+
+    private static func lease(_ row: Columns, from column: Int32) throws -> Lease {
+        if row.isNull(column + 2) { return Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0) }
+        return Lease(holder: row.optionalText(column), acquiredAtMs: row.optionalInt(column + 1), expiresAtMs: try row.int(column + 2))
+    }
+
     func checkpoint() throws -> Checkpoint? {
-        let sql = """
-            SELECT created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms, boot_id, wall_floor_ms,
-                suspended, calibration_offset_ms, calibrated_at_ms, clock_skew_ms
-            FROM countdown_clock WHERE id = 1
-            """
-        guard let row = try Row.fetchOne(try statement(sql)) else { return nil }
-        return Checkpoint(
-            createdAt: try row.decode(atIndex: 0), active: try row.decode(atIndex: 1), gap: try row.decode(atIndex: 2),
-            heartbeatAt: try row.decode(atIndex: 3), heartbeatBoot: try row.decode(atIndex: 4),
-            bootID: try row.decode(atIndex: 5), wallFloor: try row.decode(atIndex: 6),
-            suspended: try row.decode(atIndex: 7), calibrationOffset: try row.decode(atIndex: 8),
-            calibratedAt: try row.decode(atIndex: 9), clockSkew: try row.decode(atIndex: 10))
+        try db.first("SELECT \(Self.checkpointColumns) FROM countdown_clock WHERE id = 1", Self.checkpoint)
     }
 
     func lease() throws -> Lease {
-        let sql = "SELECT holder, acquired_at_ms, expires_at_ms FROM countdown_lease WHERE id = 1"
-        guard let row = try Row.fetchOne(try statement(sql)) else {
-            return Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
-        }
-        return Lease(holder: try row.decode(atIndex: 0), acquiredAtMs: try row.decode(atIndex: 1), expiresAtMs: try row.decode(atIndex: 2))
+        try db.first("SELECT holder, acquired_at_ms, expires_at_ms FROM countdown_lease WHERE id = 1") { row in
+            try Self.lease(row, from: 0)
+        } ?? Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
+    }
+
+    func clocks() throws -> (Checkpoint?, Lease) {
+        let sql = """
+            SELECT \(Self.checkpointColumns), l.holder, l.acquired_at_ms, l.expires_at_ms
+            FROM countdown_clock AS c LEFT JOIN countdown_lease AS l ON l.id = 1
+            WHERE c.id = 1
+            """
+        return try db.first(sql) { row in (try Self.checkpoint(row), try Self.lease(row, from: 11)) }
+            ?? (nil, try lease())
     }
 
     func item(key: String) throws -> ItemRecord? {
-        try ItemRecord.fetchOne(try statement(ItemRecord.select + " WHERE key = ?"), arguments: [key])
+        try db.first(ItemRecord.select + " WHERE key = ?", bind: { $0.add(key) }, ItemRecord.init)
     }
 
     func running(policy: CountdownPolicy, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
-        try ItemQuery("state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", [policy.rawValue])
-            .and("group_name = ?", group)
-            .and("(deadline_ms, key) > (?, ?)", after)
+        try ItemQuery(
+            "state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", policy.rawValue,
+            index: group == nil ? "countdowns_running_by_deadline" : "countdowns_running_by_group"
+        )
+        .and("group_name = ?", group)
+        .and("(deadline_ms, key) > (?, ?)", after)
             .fetch(db, orderedBy: "deadline_ms, key", limit: limit)
     }
 
     func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int) throws -> [ItemRecord] {
         try ItemQuery(
-            "state = 'running' AND deadline_ms IS NOT NULL AND policy = ? AND deadline_ms <= ?", [policy.rawValue, deadline]
+            "state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", policy.rawValue,
+            index: group == nil ? "countdowns_running_by_deadline" : "countdowns_running_by_group"
         )
+        .and("deadline_ms <= ?", deadline)
         .and("group_name = ?", group)
-        .fetch(db, orderedBy: "deadline_ms, key", limit: limit)
+            .fetch(db, orderedBy: "deadline_ms, key", limit: limit)
     }
 
     func paused(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
-        try ItemQuery("state = 'paused' AND deadline_ms IS NOT NULL")
-            .and("group_name = ?", group)
-            .and("(deadline_ms - paused_at_ms, key) > (?, ?)", after)
+        try ItemQuery(
+            "state = 'paused' AND deadline_ms IS NOT NULL",
+            index: group == nil ? "countdowns_paused_by_remaining" : "countdowns_paused_by_group"
+        )
+        .and("group_name = ?", group)
+        .and("(deadline_ms - paused_at_ms, key) > (?, ?)", after)
             .fetch(db, orderedBy: "deadline_ms - paused_at_ms, key", limit: limit)
     }
 
     func activeStopwatches(group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord] {
-        try ItemQuery("kind = 'stopwatch' AND state IN ('running', 'paused')")
-            .and("group_name = ?", group)
+        try ItemQuery(
+            "kind = 'stopwatch' AND state IN ('running', 'paused')",
+            index: group == nil ? "countdowns_active_stopwatches" : "countdowns_active_stopwatches_by_group"
+        )
+        .and("group_name = ?", group)
             .and("key > ?", afterKey)
             .fetch(db, orderedBy: "key", limit: limit)
     }
 
     func expired(sinceMs: Int64?, group: String?, limit: Int) throws -> [ItemRecord] {
-        try ItemQuery("state = 'expired'")
+        try ItemQuery("state = 'expired'", index: group == nil ? "countdowns_expired_by_time" : "countdowns_expired_by_group")
             .and("expired_at_ms >= ?", sinceMs)
             .and("group_name = ?", group)
             .fetch(db, orderedBy: "expired_at_ms DESC, key", limit: limit)
     }
 
     func nextDeadline(policy: CountdownPolicy) throws -> ItemRecord? {
-        try ItemRecord.fetchOne(
-            try statement(
-                ItemRecord.select + " WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ? ORDER BY deadline_ms LIMIT 1"),
-            arguments: [policy.rawValue])
+        try db.first(
+            ItemRecord.select
+                + " INDEXED BY countdowns_running_by_deadline WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ? ORDER BY deadline_ms LIMIT 1",
+            bind: { $0.add(policy.rawValue) }, ItemRecord.init)
     }
 
     func counts() throws -> [CountRow] {
-        try Row.fetchAll(
-            try statement("SELECT state, group_name, count(*) AS n FROM countdowns GROUP BY state, group_name")
-        ).compactMap { row in
-            guard let state = CountdownState(rawValue: try row.decode(atIndex: 0)) else { return nil }
-            return CountRow(state: state, group: try row.decode(atIndex: 1), count: try row.decode(atIndex: 2))
+        try db.all("SELECT state, group_name, count(*) FROM countdowns GROUP BY state, group_name") { row in
+            (CountdownState(rawValue: try row.text(0)), row.optionalText(1), try row.int(2))
+        }.compactMap { state, group, count in
+            state.map { CountRow(state: $0, group: group, count: Int(count)) }
         }
     }
 
     func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
-        try EventRecord.fetchAll(
-            try statement(EventRecord.select + " WHERE id > ? ORDER BY id LIMIT ?"), arguments: [afterID, limit])
+        try db.all(EventRecord.select + " WHERE id > ? ORDER BY id LIMIT ?", bind: { $0.add(afterID); $0.add(limit) }, EventRecord.init)
     }
 
     func lastEventID() throws -> Int64 {
-        try Int64.fetchOne(try statement("SELECT coalesce(max(id), 0) FROM countdown_events")) ?? 0
+        try db.first("SELECT coalesce(max(id), 0) FROM countdown_events") { try $0.int(0) } ?? 0
     }
 
     func ended(_ state: CountdownState, group: String?, limit: Int) throws -> [ItemRecord] {
-        try ItemQuery("state = ?", [state.rawValue])
+        // An expired item's end is its expiry: both states have an index in that order.
+        let (index, order) =
+            state == .expired
+            ? (group == nil ? "countdowns_expired_by_time" : "countdowns_expired_by_group", "expired_at_ms DESC, key")
+            : (group == nil ? "countdowns_cancelled_by_time" : "countdowns_cancelled_by_group", "ended_at_ms DESC, key")
+        // The state is written out, not bound: a partial index serves only a literal it implies.
+        return try ItemQuery("state = '\(state.rawValue)'", index: index)
             .and("group_name = ?", group)
-            .fetch(db, orderedBy: "ended_at_ms DESC, key", limit: limit)
+            .fetch(db, orderedBy: order, limit: limit)
     }
 
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
         guard let kinds else {
-            return try EventRecord.fetchAll(try statement(EventRecord.select + " ORDER BY id DESC LIMIT ?"), arguments: [limit])
+            return try db.all(EventRecord.select + " ORDER BY id DESC LIMIT ?", bind: { $0.add(limit) }, EventRecord.init)
         }
         let marks = Array(repeating: "?", count: kinds.count).joined(separator: ",")
-        return try EventRecord.fetchAll(
-            db, sql: EventRecord.select + " WHERE kind IN (\(marks)) ORDER BY id DESC LIMIT ?",
-            arguments: StatementArguments(kinds) + [limit])
+        return try db.all(
+            EventRecord.select + " WHERE kind IN (\(marks)) ORDER BY id DESC LIMIT ?",
+            bind: { values in
+                kinds.forEach { values.add($0) }
+                values.add(limit)
+            }, EventRecord.init)
     }
 
     func items(keys: [String]) throws -> [ItemRecord] {
+        // Whole chunks share one prepared statement; only the last, shorter chunk needs its own.
         var items: [ItemRecord] = []
         for start in stride(from: 0, to: keys.count, by: 500) {
-            let chunk = Array(keys[start..<min(start + 500, keys.count)])
+            let chunk = keys[start..<min(start + 500, keys.count)]
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-            items += try ItemRecord.fetchAll(
-                db, sql: ItemRecord.select + " WHERE key IN (\(marks))", arguments: StatementArguments(chunk))
+            items += try db.all(
+                ItemRecord.select + " WHERE key IN (\(marks))", bind: { values in chunk.forEach { values.add($0) } },
+                ItemRecord.init)
         }
         return items
     }
 
     func activeItems(group: String?, limit: Int) throws -> [ItemRecord] {
-        if let group {
-            return try ItemRecord.fetchAll(
-                try statement(ItemRecord.select + " WHERE state IN ('running', 'paused') AND group_name = ? LIMIT ?"),
-                arguments: [group, limit])
-        }
-        return try ItemRecord.fetchAll(
-            try statement(ItemRecord.select + " WHERE state IN ('running', 'paused') LIMIT ?"), arguments: [limit])
+        try ItemQuery("state IN ('running', 'paused')")
+            .and("group_name = ?", group)
+            .fetch(db, orderedBy: nil, limit: limit)
     }
 
     func consumerCursor(_ name: String) throws -> Int64? {
-        try Int64.fetchOne(try statement("SELECT last_event_id FROM countdown_consumers WHERE name = ?"), arguments: [name])
+        try db.first("SELECT last_event_id FROM countdown_consumers WHERE name = ?", bind: { $0.add(name) }) { try $0.int(0) }
     }
 
     // MARK: Writing
 
     func save(_ checkpoint: Checkpoint, creating: Bool) throws {
-        let verb = creating ? "INSERT OR IGNORE INTO" : "REPLACE INTO"
-        try execute(
+        let sql =
+            creating
+            ? """
+            INSERT OR IGNORE INTO countdown_clock (created_at_ms, active_ms, gap_ms, heartbeat_at_ms,
+                heartbeat_boot_ms, boot_id, wall_floor_ms, suspended, calibration_offset_ms, calibrated_at_ms,
+                clock_skew_ms, id)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
             """
-            \(verb) countdown_clock (id, created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms,
-                boot_id, wall_floor_ms, suspended, calibration_offset_ms, calibrated_at_ms, clock_skew_ms)
-            VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                checkpoint.createdAt, checkpoint.active, checkpoint.gap, checkpoint.heartbeatAt,
-                checkpoint.heartbeatBoot, checkpoint.bootID, checkpoint.wallFloor, checkpoint.suspended,
-                checkpoint.calibrationOffset, checkpoint.calibratedAt, checkpoint.clockSkew,
-            ])
+            : """
+            UPDATE countdown_clock SET created_at_ms = ?, active_ms = ?, gap_ms = ?, heartbeat_at_ms = ?,
+                heartbeat_boot_ms = ?, boot_id = ?, wall_floor_ms = ?, suspended = ?, calibration_offset_ms = ?,
+                calibrated_at_ms = ?, clock_skew_ms = ?
+            WHERE id = 1
+            """
+        try db.run(sql) { values in
+            values.add(checkpoint.createdAt)
+            values.add(checkpoint.active)
+            values.add(checkpoint.gap)
+            values.add(checkpoint.heartbeatAt)
+            values.add(checkpoint.heartbeatBoot)
+            values.add(checkpoint.bootID)
+            values.add(checkpoint.wallFloor)
+            values.add(checkpoint.suspended)
+            values.add(checkpoint.calibrationOffset)
+            values.add(checkpoint.calibratedAt)
+            values.add(checkpoint.clockSkew)
+        }
     }
 
     func save(_ lease: Lease) throws {
-        try execute(
-            "UPDATE countdown_lease SET holder = ?, acquired_at_ms = ?, expires_at_ms = ? WHERE id = 1",
-            [lease.holder, lease.acquiredAtMs, lease.expiresAtMs])
+        try db.run("UPDATE countdown_lease SET holder = ?, acquired_at_ms = ?, expires_at_ms = ? WHERE id = 1") { values in
+            values.add(lease.holder)
+            values.add(lease.acquiredAtMs)
+            values.add(lease.expiresAtMs)
+        }
     }
 
-    func insert(_ item: inout ItemRecord) throws {
-        try execute(ItemRecord.insertSQL, item.arguments)
+    func insertNew(_ item: inout ItemRecord) throws -> Bool {
+        // Removed keys are rare: look one up only when this transaction found any at all.
+        if memo.anyRetiredKeys == nil {
+            memo.anyRetiredKeys = try db.first("SELECT EXISTS (SELECT 1 FROM countdown_retired_keys)") { try $0.bool(0) }
+        }
+        if memo.anyRetiredKeys == true, let retired = try retiredGeneration(key: item.key) {
+            item.generation = max(item.generation, retired + 1)
+        }
+        try db.run(ItemRecord.insertNewSQL, bind: item.bind)
+        guard db.changesCount == 1 else { return false }
         item.id = db.lastInsertedRowID
+        return true
     }
 
     func update(_ item: ItemRecord) throws {
-        try execute(ItemRecord.updateSQL, item.arguments)
+        try db.run(ItemRecord.updateSQL, bind: item.bind)
     }
 
     func delete(_ item: ItemRecord) throws {
-        try execute("DELETE FROM countdowns WHERE id = ?", [item.id])
-        try execute(
+        memo.anyRetiredKeys = true
+        try db.run("DELETE FROM countdowns WHERE id = ?") { $0.add(item.id) }
+        try db.run(
             """
             INSERT INTO countdown_retired_keys (key, generation, removed_at_ms) VALUES (?1, ?2, ?3)
             ON CONFLICT (key) DO UPDATE SET generation = max(generation, ?2), removed_at_ms = ?3
-            """,
-            [item.key, item.generation, item.updatedAtMs])
+            """
+        ) { values in
+            values.add(item.key)
+            values.add(item.generation)
+            values.add(item.updatedAtMs)
+        }
     }
 
     func retiredGeneration(key: String) throws -> Int64? {
-        try Int64.fetchOne(try statement("SELECT generation FROM countdown_retired_keys WHERE key = ?"), arguments: [key])
+        try db.first("SELECT generation FROM countdown_retired_keys WHERE key = ?", bind: { $0.add(key) }) { try $0.int(0) }
     }
 
     func append(_ event: EventRecord) throws {
-        try execute(EventRecord.insertSQL, event.arguments)
+        try db.run(EventRecord.insertSQL, bind: event.bind)
     }
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
-        try execute(
-            "INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?, ?, ?)", [name, cursor, wallMs])
+        try db.run("INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?, ?, ?)") { values in
+            values.add(name)
+            values.add(cursor)
+            values.add(wallMs)
+        }
     }
 
     func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws {
-        try execute(
+        try db.run(
             """
             INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?1, ?2, ?3)
             ON CONFLICT (name) DO UPDATE SET last_event_id = max(last_event_id, ?2), updated_at_ms = ?3
-            """,
-            [name, id, wallMs])
+            """
+        ) { values in
+            values.add(name)
+            values.add(id)
+            values.add(wallMs)
+        }
     }
 
     func deleteItems(endedBefore cutoffMs: Int64) throws -> Int {
-        try execute("DELETE FROM countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < ?", [cutoffMs])
+        try db.run("DELETE FROM countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < ?") { $0.add(cutoffMs) }
         return db.changesCount
     }
 
     func deleteEvents(before cutoffMs: Int64) throws -> Int {
-        try execute(
+        try db.run(
             """
             DELETE FROM countdown_events
             WHERE at_ms < ? AND id <= coalesce((SELECT min(last_event_id) FROM countdown_consumers), 9223372036854775807)
-            """,
-            [cutoffMs])
+            """
+        ) { $0.add(cutoffMs) }
         return db.changesCount
     }
 }
 
-/// A query of `countdowns` assembled from optional conditions: the SQL text and its arguments
-/// grow together, so they cannot disagree. Each combination of conditions is one cached statement.
+/// A query of `countdowns` assembled from optional conditions: the SQL text and the values it
+/// binds grow together, so they cannot disagree. Each combination is one prepared statement.
 private struct ItemQuery {
-    private var sql: String
-    private var arguments: StatementArguments
-
-    init(_ condition: String, _ arguments: StatementArguments = []) {
-        sql = ItemRecord.select + " WHERE " + condition
-        self.arguments = arguments
+    /// A value one condition binds.
+    private enum Value {
+        case int(Int64)
+        case text(String)
     }
 
-    /// Adds `AND condition` with `value` as its argument, when there is a value.
-    func and(_ condition: String, _ value: (some DatabaseValueConvertible)?) -> ItemQuery {
+    private var sql: String
+    private var values: [Value] = []
+
+    /// A query on `condition`; `index` names the index it must use, so the plan never depends
+    /// on statistics (without them, SQLite may prefer sorting every paused item to walking the
+    /// index that is already in order).
+    init(_ condition: String, _ value: String? = nil, index: String? = nil) {
+        sql = ItemRecord.select + (index.map { " INDEXED BY " + $0 } ?? "") + " WHERE " + condition
+        if let value { values.append(.text(value)) }
+    }
+
+    /// Adds `AND condition` binding `value`, when there is a value.
+    func and(_ condition: String, _ value: String?) -> ItemQuery {
         guard let value else { return self }
-        var query = self
-        query.sql += " AND " + condition
-        query.arguments += [value]
-        return query
+        return adding(condition, [.text(value)])
+    }
+
+    /// Adds `AND condition` binding `value`, when there is a value.
+    func and(_ condition: String, _ value: Int64?) -> ItemQuery {
+        guard let value else { return self }
+        return adding(condition, [.int(value)])
     }
 
     /// Adds a keyset condition on `(sort value, key)`, when there is a position to start after.
     func and(_ condition: String, _ position: SortPosition?) -> ItemQuery {
         guard let position else { return self }
+        return adding(condition, [.int(position.value), .text(position.key)])
+    }
+
+    private func adding(_ condition: String, _ more: [Value]) -> ItemQuery {
         var query = self
         query.sql += " AND " + condition
-        query.arguments += [position.value, position.key]
+        query.values += more
         return query
     }
 
-    func fetch(_ db: Database, orderedBy order: String, limit: Int) throws -> [ItemRecord] {
-        try ItemRecord.fetchAll(
-            try db.cachedStatement(sql: sql + " ORDER BY \(order) LIMIT ?"), arguments: arguments + [limit])
+    func fetch(_ db: Database, orderedBy order: String?, limit: Int) throws -> [ItemRecord] {
+        let ordered = order.map { " ORDER BY " + $0 } ?? ""
+        return try db.all(
+            sql + ordered + " LIMIT ?",
+            bind: { bindings in
+                for value in values {
+                    switch value {
+                    case .int(let number): bindings.add(number)
+                    case .text(let text): bindings.add(text)
+                    }
+                }
+                bindings.add(limit)
+            }, ItemRecord.init)
     }
 }

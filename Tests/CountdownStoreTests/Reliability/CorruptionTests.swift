@@ -137,7 +137,7 @@ struct CorruptionTests {
         try damaging.close()
 
         let reopened = try CountdownStore(path: path, configuration: .init(clock: VirtualClock()))
-        await expectError(.storageFailure) { try await reopened.recentEvents() }
+        await expectError(.unreadableDatabase) { try await reopened.recentEvents() }
         #expect(try await reopened.countdown("a")?.state == .running, "the undamaged rows still read")
     }
 
