@@ -19,7 +19,8 @@ final class BootSleeper: @unchecked Sendable {
     static let shared = BootSleeper()
 
     private let lock = NSLock()
-    private var sleepers: [UInt64: (deadlineNs: Int64, continuation: CheckedContinuation<Void, any Error>)] = [:]
+    /// Each sleeper's deadline and what to do then: `fire(true)` when it comes, `fire(false)` when cancelled.
+    private var sleepers: [UInt64: (deadlineNs: Int64, fire: @Sendable (Bool) -> Void)] = [:]
     private var nextID: UInt64 = 0
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -56,7 +57,7 @@ final class BootSleeper: @unchecked Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let cancelled = lock.withLock { () -> Bool in
                     if Task.isCancelled { return true }
-                    sleepers[id] = (deadlineNs, continuation)
+                    sleepers[id] = (deadlineNs, { @Sendable reached in continuation.resume(with: reached ? .success(()) : .failure(CancellationError())) })
                     return false
                 }
                 if cancelled {
@@ -67,8 +68,25 @@ final class BootSleeper: @unchecked Sendable {
             }
         } onCancel: {
             let sleeper = lock.withLock { sleepers.removeValue(forKey: id) }
-            sleeper?.continuation.resume(throwing: CancellationError())
+            sleeper?.fire(false)
         }
+    }
+
+    /// Calls `action` on the sleeper's thread once the boot clock reaches `deadlineNs`, unless
+    /// ``cancel(_:)`` comes first. Returns the alarm's identifier.
+    func schedule(atBootNanoseconds deadlineNs: Int64, _ action: @escaping @Sendable () -> Void) -> UInt64 {
+        let id = lock.withLock {
+            nextID += 1
+            sleepers[nextID] = (deadlineNs, { @Sendable reached in if reached { action() } })
+            return nextID
+        }
+        wake()
+        return id
+    }
+
+    /// Cancels an alarm of ``schedule(atBootNanoseconds:_:)`` that has not gone off.
+    func cancel(_ id: UInt64) {
+        lock.withLock { _ = sleepers.removeValue(forKey: id) }
     }
 
     private func wake() {
@@ -80,12 +98,12 @@ final class BootSleeper: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 64)
         while true {
             let now = Self.bootNanoseconds()
-            let (due, next) = lock.withLock { () -> ([CheckedContinuation<Void, any Error>], Int64?) in
+            let (due, next) = lock.withLock { () -> ([@Sendable (Bool) -> Void], Int64?) in
                 let ready = sleepers.filter { $0.value.deadlineNs <= now }
                 ready.keys.forEach { sleepers.removeValue(forKey: $0) }
-                return (ready.values.map(\.continuation), sleepers.values.map(\.deadlineNs).min())
+                return (ready.values.map(\.fire), sleepers.values.map(\.deadlineNs).min())
             }
-            due.forEach { $0.resume() }
+            due.forEach { $0(true) }
             guard let next else {
                 waitForWake(timeoutMs: -1, buffer: &buffer)
                 continue

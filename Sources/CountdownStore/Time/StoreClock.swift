@@ -28,8 +28,17 @@ public protocol StoreClock: Sendable {
     func sleep(untilBootMilliseconds deadline: Int64) async throws
 }
 
+/// A clock that can call back at a boot-clock instant without a task of its own, so that a wait
+/// can race a deadline against a change with a single continuation (one thread hand-off on
+/// waking, not three).
+protocol BootAlarms: StoreClock {
+    /// Calls `action` once ``StoreClock/bootMilliseconds`` reaches `deadline` (at once when it
+    /// has); the returned closure cancels the alarm if it has not gone off.
+    func alarm(atBootMilliseconds deadline: Int64, _ action: @escaping @Sendable () -> Void) -> @Sendable () -> Void
+}
+
 /// The real clocks of the machine.
-public struct SystemClock: StoreClock {
+public struct SystemClock: StoreClock, BootAlarms {
     /// Creates the machine's clock.
     public init() {}
 
@@ -49,6 +58,11 @@ public struct SystemClock: StoreClock {
     /// a wall-clock difference (and not through libdispatch's timers; see `BootSleeper`).
     public func sleep(untilBootMilliseconds deadline: Int64) async throws {
         try await BootSleeper.shared.sleep(untilBootNanoseconds: deadline * 1_000_000)
+    }
+
+    func alarm(atBootMilliseconds deadline: Int64, _ action: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
+        let id = BootSleeper.shared.schedule(atBootNanoseconds: deadline * 1_000_000, action)
+        return { BootSleeper.shared.cancel(id) }
     }
 
     /// The kernel's boot identifier: `/proc/sys/kernel/random/boot_id` on Linux,

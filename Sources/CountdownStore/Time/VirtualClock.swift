@@ -10,14 +10,15 @@ import Foundation
 /// clock.moveSystemClock(by: .seconds(-3600)) // someone sets the wall clock back an hour
 /// clock.reboot(after: .seconds(60))      // the machine is off for a minute
 /// ```
-public final class VirtualClock: StoreClock, @unchecked Sendable {
+public final class VirtualClock: StoreClock, BootAlarms, @unchecked Sendable {
     // Safe: every stored property is read and written under `lock`.
     private let lock = NSLock()
     private var system: Int64
     private var boot: Int64
     private var bootID: String?
     private var boots = 0
-    private var sleepers: [UInt64: (deadline: Int64, continuation: CheckedContinuation<Void, any Error>)] = [:]
+    /// Each sleeper's deadline and what to do then: `fire(true)` when it comes, `fire(false)` when cancelled.
+    private var sleepers: [UInt64: (deadline: Int64, fire: @Sendable (Bool) -> Void)] = [:]
     private var nextSleeper: UInt64 = 0
 
     /// A clock whose wall clock reads `start` and whose boot clock reads `uptime`.
@@ -46,7 +47,7 @@ public final class VirtualClock: StoreClock, @unchecked Sendable {
             boot += duration.milliseconds
             return takeSleepers { $0 <= boot }
         }
-        woken.forEach { $0.resume() }
+        woken.forEach { $0() }
     }
 
     /// Suspends until ``advance(by:)`` moves the boot clock to `deadline`.
@@ -60,7 +61,7 @@ public final class VirtualClock: StoreClock, @unchecked Sendable {
                 let resumeNow: (any Error)?? = lock.withLock {
                     if Task.isCancelled { return .some(CancellationError()) }
                     if deadline <= boot { return .some(nil) }
-                    sleepers[id] = (deadline, continuation)
+                    sleepers[id] = (deadline, { @Sendable reached in continuation.resume(with: reached ? .success(()) : .failure(CancellationError())) })
                     return .none
                 }
                 switch resumeNow {
@@ -70,15 +71,33 @@ public final class VirtualClock: StoreClock, @unchecked Sendable {
                 }
             }
         } onCancel: {
-            let sleeper = lock.withLock { sleepers.removeValue(forKey: id) }
-            sleeper?.continuation.resume(throwing: CancellationError())
+            lock.withLock { sleepers.removeValue(forKey: id) }?.fire(false)
         }
     }
 
-    /// Removes and returns the continuations of sleepers whose deadline matches. Call under `lock`.
-    private func takeSleepers(where due: (Int64) -> Bool) -> [CheckedContinuation<Void, any Error>] {
+    /// Calls `action` once ``advance(by:)`` (or a reboot) moves the boot clock to `deadline`, at
+    /// once if it is there already; the returned closure cancels the alarm.
+    func alarm(atBootMilliseconds deadline: Int64, _ action: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
+        let id = lock.withLock { () -> UInt64? in
+            if deadline <= boot { return nil }
+            nextSleeper += 1
+            sleepers[nextSleeper] = (deadline, { @Sendable reached in if reached { action() } })
+            return nextSleeper
+        }
+        guard let id else {
+            action()
+            return {}
+        }
+        return { [weak self] in self?.lock.withLock { _ = self?.sleepers.removeValue(forKey: id) } }
+    }
+
+    /// Removes the sleepers whose deadline matches and returns their wake-ups. Call under `lock`.
+    private func takeSleepers(where due: (Int64) -> Bool) -> [@Sendable () -> Void] {
         let ids = sleepers.filter { due($0.value.deadline) }.map(\.key)
-        return ids.compactMap { sleepers.removeValue(forKey: $0)?.continuation }
+        return ids.compactMap { id -> (@Sendable () -> Void)? in
+            guard let fire = sleepers.removeValue(forKey: id)?.fire else { return nil }
+            return { fire(true) }
+        }
     }
 
     /// Sets the wall clock by `offset` (forwards or backwards), as a person or NTP would;
@@ -104,7 +123,7 @@ public final class VirtualClock: StoreClock, @unchecked Sendable {
             bootID = bootID.map { _ in "virtual-boot-\(boots)" }
             return takeSleepers { _ in true }
         }
-        woken.forEach { $0.resume() }
+        woken.forEach { $0() }
     }
 }
 
