@@ -19,9 +19,9 @@ struct Sizes {
     var rounds: Int
 
     static let full = Sizes(
-        bulk: 100_000, single: 2_000, stored: 1_000_000, lookups: 20_000, soonest: 1_000, expiring: 10_000,
+        bulk: 100_000, single: 5_000, stored: 1_000_000, lookups: 20_000, soonest: 1_000, expiring: 10_000,
         opens: 20, latenessActive: 100_000, latenessPerSecond: 1_000, latenessSeconds: 10, idleSeconds: 30,
-        tickKeys: 10_000, ticks: 20, rounds: 3)
+        tickKeys: 10_000, ticks: 20, rounds: 5)
     static let quick = Sizes(
         bulk: 5_000, single: 200, stored: 20_000, lookups: 2_000, soonest: 100, expiring: 1_000,
         opens: 3, latenessActive: 5_000, latenessPerSecond: 200, latenessSeconds: 2, idleSeconds: 2,
@@ -97,10 +97,15 @@ struct Benchmarks {
 
     /// A store of `sizes.stored` items: 85 % running wall countdowns, 10 % running active ones,
     /// 5 % paused; deadlines spread from 2 hours to 30 days ahead, in 50 groups.
-    func largeStore() async throws -> String {
-        let file = try await emptyStore("large.sqlite")
-        let store = try CountdownStore(path: file)
+    func largeStore(reuse: Bool) async throws -> String {
         let count = sizes.stored
+        let name = "large-\(count).sqlite"
+        if reuse, FileManager.default.fileExists(atPath: path(name)) {
+            log("  reusing \(path(name))")
+            return path(name)
+        }
+        let file = try await emptyStore(name)
+        let store = try CountdownStore(path: file)
         var paused: [String] = []
         for chunkStart in stride(from: 0, to: count, by: 100_000) {
             let requests = (chunkStart..<min(count, chunkStart + 100_000)).map { index in

@@ -22,7 +22,7 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
     @Option(help: "Run only the benchmarks whose name contains this text (repeatable).")
     var only: [String] = []
 
-    @Option(help: "Folder for the benchmark databases (default: a new temporary folder, removed afterwards).")
+    @Option(help: "Folder for the benchmark databases, kept afterwards; a large store built there before is reused (default: a new temporary folder, removed afterwards).")
     var folder: String?
 
     @Option(help: .hidden)
@@ -68,7 +68,7 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
         let needsLarge = ["next", "soonest", "expiring", "open", "idle"].contains(where: wanted)
         if needsLarge {
             log("· building a store of \(benchmarks.sizes.stored) items…")
-            let large = try await benchmarks.largeStore()
+            let large = try await benchmarks.largeStore(reuse: !ownFolder)
             try await add("next") { [try await benchmarks.nextDeadline(large)] }
             try await add("soonest") { [try await benchmarks.soonest(large)] }
             try await add("expiring") { [try await benchmarks.expiring(large)] }

@@ -112,7 +112,7 @@ enum Raw {
         let statement: RawStatement
         init(_ db: RawDatabase) throws {
             statement = try db.prepare(
-                "SELECT \(itemColumns) FROM countdowns WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ?1 ORDER BY deadline_ms LIMIT 1"
+                "SELECT \(itemColumns) FROM countdowns INDEXED BY countdowns_running_by_deadline WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ?1 ORDER BY deadline_ms LIMIT 1"
             )
         }
         func callAsFunction(wallTimeline: Int64, activeTimeline: Int64) throws -> Item? {
@@ -136,10 +136,10 @@ enum Raw {
         let paused: RawStatement
         init(_ db: RawDatabase) throws {
             running = try db.prepare(
-                "SELECT \(itemColumns) FROM countdowns WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ?1 ORDER BY deadline_ms, key LIMIT ?2"
+                "SELECT \(itemColumns) FROM countdowns INDEXED BY countdowns_running_by_deadline WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ?1 ORDER BY deadline_ms, key LIMIT ?2"
             )
             paused = try db.prepare(
-                "SELECT \(itemColumns) FROM countdowns WHERE state = 'paused' AND deadline_ms IS NOT NULL ORDER BY deadline_ms - paused_at_ms, key LIMIT ?1"
+                "SELECT \(itemColumns) FROM countdowns INDEXED BY countdowns_paused_by_remaining WHERE state = 'paused' AND deadline_ms IS NOT NULL ORDER BY deadline_ms - paused_at_ms, key LIMIT ?1"
             )
         }
         func callAsFunction(limit: Int, wallTimeline: Int64, activeTimeline: Int64) throws -> [(Int64, Item)] {
@@ -165,7 +165,7 @@ enum Raw {
     /// in one transaction; returns how many.
     static func expireDue(_ db: RawDatabase, timeline: Int64, nowMs: Int64, limit: Int) throws -> Int {
         let due = try db.prepare(
-            "SELECT \(itemColumns) FROM countdowns WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'wall' AND deadline_ms <= ?1 ORDER BY deadline_ms, key LIMIT ?2"
+            "SELECT \(itemColumns) FROM countdowns INDEXED BY countdowns_running_by_deadline WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'wall' AND deadline_ms <= ?1 ORDER BY deadline_ms, key LIMIT ?2"
         )
         let update = try db.prepare(
             "UPDATE countdowns SET state = 'expired', final_elapsed_ms = ?2, ended_at_ms = ?3, expired_at_ms = ?3, updated_at_ms = ?3 WHERE id = ?1"

@@ -4,13 +4,14 @@ import Foundation
 /// A bare SQLite connection through the C API: the baseline every figure is compared with.
 ///
 /// It opens files with the store's connection settings (WAL, `synchronous=NORMAL`,
-/// `trusted_schema=OFF`, defensive mode, a busy timeout) and does nothing more.
+/// `trusted_schema=OFF`, defensive mode, a busy timeout, and SQLite's default threading mode,
+/// which GRDB's connections use too) and does nothing more.
 final class RawDatabase {
     let handle: OpaquePointer
 
     init(path: String) throws {
         var db: OpaquePointer?
-        let code = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        let code = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil)
         guard code == SQLITE_OK, let db else {
             if let db { sqlite3_close_v2(db) }
             throw BenchmarkError("cannot open \(path): SQLite code \(code)")
