@@ -27,6 +27,8 @@ enum DatabaseOpening {
             }
             try db.execute(sql: "PRAGMA trusted_schema = OFF")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // After a checkpoint empties a WAL that grew in a burst, give the disk space back.
+            try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
             if let connection = db.sqliteConnection {
                 let code = countdown_enable_defensive(connection)
                 if code != SQLITE_OK {

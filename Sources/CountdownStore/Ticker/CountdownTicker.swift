@@ -43,6 +43,8 @@ public final class CountdownTicker: Service, Sendable {
         /// While the loop sleeps: until when, and the change version it has handled.
         var asleep: (until: Int64, version: UInt64)?
         var idleWaiters: [CheckedContinuation<Bool, Never>] = []
+        /// Who folds the WAL into the file while the ticker runs (a store on its own file only).
+        var checkpointer: WALCheckpointer?
     }
 
     /// A ticker for `store`. It does nothing until ``run()``.
@@ -52,6 +54,9 @@ public final class CountdownTicker: Service, Sendable {
 
     /// How many display subscriptions are open.
     public var subscriptionCount: Int { state.withLock { $0.subscriptions.count } }
+
+    /// The WAL checkpointer while the ticker runs on a store with its own file.
+    var walCheckpointer: WALCheckpointer? { state.withLock { $0.checkpointer } }
 
     /// The lease as of the last heartbeat: whether this ticker is the one advancing time.
     public var leaseStatus: CountdownStore.LeaseStatus? { state.withLock { $0.lease } }
@@ -75,14 +80,22 @@ public final class CountdownTicker: Service, Sendable {
                 state.lease = nil
             }
         }
+        let checkpointer = try WALCheckpointer.start(for: store)
+        state.withLock { $0.checkpointer = checkpointer }
+        var failure: (any Error)?
         do {
-            try await cancelWhenGracefulShutdown { try await self.loop() }
+            try await cancelWhenGracefulShutdown { try await self.loop(checkpointer: checkpointer) }
         } catch is CancellationError {
             // Cancellation and graceful shutdown both end here.
-        } catch let error as CountdownError {
-            store.configuration.logger.error("countdown ticker stopped", metadata: ["error": "\(error.message)"])
+        } catch {
+            failure = error
+        }
+        await checkpointer?.stop()
+        state.withLock { $0.checkpointer = nil }
+        if let failure {
+            store.configuration.logger.error("countdown ticker stopped", metadata: ["error": "\(failure)"])
             try? await Task { try await self.store.releaseLease() }.value
-            throw error
+            throw failure
         }
         // A fresh task: the final heartbeat must be written even though this one is cancelled.
         try await Task { try await self.store.releaseLease() }.value
@@ -90,7 +103,7 @@ public final class CountdownTicker: Service, Sendable {
 
     // MARK: - The loop
 
-    private func loop() async throws {
+    private func loop(checkpointer: WALCheckpointer?) async throws {
         let clock = store.configuration.clock
         let logger = store.configuration.logger
         let heartbeatMs = max(1, store.configuration.heartbeatInterval.milliseconds)
@@ -140,6 +153,7 @@ public final class CountdownTicker: Service, Sendable {
             var wake = min(passBoot + Self.capMs, nextHeartbeat, nextPoll)
             if let dueBoot { wake = min(wake, dueBoot) }
             if let nextTick { wake = min(wake, nextTick) }
+            checkpointer?.idle(untilNextDeadlineMs: dueBoot.map { $0 - clock.bootMilliseconds })
             markAsleep(until: wake, version: seenVersion)
             defer { markAwake() }
             try await store.changes.wait(after: seenVersion, orUntilBoot: wake, on: clock)

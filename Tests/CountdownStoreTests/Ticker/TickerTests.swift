@@ -226,4 +226,31 @@ struct TickerTests {
         if case .held = standby.ticker.leaseStatus {} else { Issue.record("the standby ticker did not take over") }
         try await standby.stop()
     }
+
+    @Test("While a ticker runs, WAL checkpoints leave its commits for moments with no deadline near, and come back after")
+    func checkpointsWaitForQuietMoments() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        func automaticCheckpoint() async throws -> Int? {
+            try await store.database.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
+        }
+        #expect(try await automaticCheckpoint() == 1000)
+        let running = await RunningTicker(store)
+        let checkpointer = try #require(running.ticker.walCheckpointer)
+        #expect(try await automaticCheckpoint() == 0, "no commit of the ticker's connection checkpoints")
+
+        // Well over 1,000 pages written while a deadline is 20 ms away: no checkpoint yet.
+        try await store.start("soon", duration: .milliseconds(20))
+        try await store.start((0..<20_000).map { .countdown("k\($0)", duration: .hours(1)) })
+        await running.advance(fixture.clock, by: .milliseconds(10), step: .milliseconds(1))
+        #expect(checkpointer.checkpointsRun == 0 && !checkpointer.isCheckpointing)
+
+        // The deadline passes; the next is an hour away: the checkpoint runs.
+        await running.advance(fixture.clock, by: .milliseconds(10), step: .milliseconds(1))
+        #expect(try await store.countdown("soon")?.state == .expired)
+        await checkpointer.waitForCheckpoints(1)
+
+        try await running.stop()
+        #expect(try await automaticCheckpoint() == 1000, "stopping hands checkpoints back to SQLite")
+    }
 }
