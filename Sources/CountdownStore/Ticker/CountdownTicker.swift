@@ -37,8 +37,7 @@ public final class CountdownTicker: Service, Sendable {
         var lease: CountdownStore.LeaseStatus?
         var subscriptions: [UInt64: TickSubscription] = [:]
         var nextSubscription: UInt64 = 0
-        /// Items followed by the display subscriptions, refreshed when something changes.
-        var tickItems: [String: ItemRecord] = [:]
+        /// Whether the items the display subscriptions follow must be read again.
         var tickItemsStale = true
         /// While the loop sleeps: until when, and the change version it has handled.
         var asleep: (until: Int64, version: UInt64)?
@@ -85,10 +84,10 @@ public final class CountdownTicker: Service, Sendable {
         var failure: (any Error)?
         do {
             try await cancelWhenGracefulShutdown { try await self.loop(checkpointer: checkpointer) }
-        } catch is CancellationError {
-            // Cancellation and graceful shutdown both end here.
         } catch {
-            failure = error
+            // Cancellation and graceful shutdown end here too, whatever the call they interrupted
+            // reported (a wait for another process's lock ends with a storage error then).
+            if !(error is CancellationError) && !Task.isCancelled { failure = error }
         }
         await checkpointer?.stop()
         state.withLock { $0.checkpointer = nil }
@@ -203,6 +202,9 @@ public final class CountdownTicker: Service, Sendable {
     }
 
     /// Sends every tick that is due; returns the boot instant of the next one.
+    ///
+    /// The items each subscription follows are picked out once per change; a tick only computes
+    /// their figures at one instant and orders them (by a sort of small keys, not of records).
     private func emitTicks() async throws -> Int64? {
         let (empty, stale, selections) = state.withLock { state in
             (state.subscriptions.isEmpty, state.tickItemsStale, state.subscriptions.values.map(\.selection))
@@ -210,38 +212,56 @@ public final class CountdownTicker: Service, Sendable {
         if empty { return nil }
         if stale {
             let items = try await store.tickItems(for: selections)
+            let byKey = Dictionary(items.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+            let inKeyOrder = byKey.values.sorted { $0.key < $1.key }
             state.withLock { state in
-                state.tickItems = Dictionary(items.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+                for (id, var subscription) in state.subscriptions {
+                    subscription.items = inKeyOrder.filter { subscription.selection.includes($0) }
+                    state.subscriptions[id] = subscription
+                }
                 state.tickItemsStale = false
             }
         }
         guard let time = store.cachedTime() else { return nil }
         let boot = store.configuration.clock.bootMilliseconds
-        return state.withLock { state -> Int64? in
-            var earliest: Int64?
+        // Subscriptions due now, taken out of the lock so their figures are computed without it.
+        let due = state.withLock { state -> [(id: UInt64, subscription: TickSubscription)] in
+            var due: [(id: UInt64, subscription: TickSubscription)] = []
             for (id, var subscription) in state.subscriptions {
                 let aligned = (time.wall / subscription.intervalMs + 1) * subscription.intervalMs
                 guard let next = subscription.nextWall else {
                     subscription.nextWall = aligned
                     state.subscriptions[id] = subscription
-                    earliest = min(earliest ?? .max, boot + aligned - time.wall)
                     continue
                 }
                 if time.wall >= next {
-                    var tickTime = time
-                    tickTime.wall = time.wall - time.wall % subscription.intervalMs  // the aligned instant
-                    let items = state.tickItems.values.filter { subscription.selection.includes($0) }
-                        .map { (sort: $0.kind == .stopwatch ? Int64.max : $0.sortRemainingMs(at: time), item: $0) }
-                        .sorted { ($0.sort, $0.item.key) < ($1.sort, $1.item.key) }
-                        .map { $0.item.countdown(at: time) }
-                    subscription.continuation.yield(TickSnapshot(time: tickTime, items: items))
                     subscription.nextWall = aligned
                     state.subscriptions[id] = subscription
+                    due.append((id, subscription))
                 }
-                earliest = min(earliest ?? .max, boot + (subscription.nextWall ?? aligned) - time.wall)
             }
-            return earliest
+            return due
         }
+        for (_, subscription) in due {
+            var tickTime = time
+            tickTime.wall = time.wall - time.wall % subscription.intervalMs  // the aligned instant
+            subscription.continuation.yield(TickSnapshot(time: tickTime, items: Self.figures(subscription.items, at: time)))
+        }
+        return state.withLock { state -> Int64? in
+            state.subscriptions.values.compactMap(\.nextWall).map { boot + $0 - time.wall }.min()
+        }
+    }
+
+    /// `items` (in key order) with their figures at `time`, soonest to expire first, stopwatches
+    /// last, ties in key order.
+    private static func figures(_ items: [ItemRecord], at time: StoreTime) -> [Countdown] {
+        var order: [(sort: Int64, index: Int)] = []
+        order.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            order.append((item.kind == .stopwatch ? .max : item.sortRemainingMs(at: time), index))
+        }
+        order.sort { ($0.sort, $0.index) < ($1.sort, $1.index) }
+        return order.map { items[$0.index].countdown(at: time) }
     }
 
     // MARK: - Idle, for tests on virtual time

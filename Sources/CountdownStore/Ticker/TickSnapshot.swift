@@ -30,5 +30,7 @@ struct TickSubscription: Sendable {
     var intervalMs: Int64
     /// The next aligned instant on the store wall clock.
     var nextWall: Int64?
+    /// The items it follows, in key order, as of the last change.
+    var items: [ItemRecord] = []
     var continuation: AsyncStream<TickSnapshot>.Continuation
 }
