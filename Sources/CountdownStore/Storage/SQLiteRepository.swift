@@ -182,13 +182,17 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func clocks() throws -> (Checkpoint?, Lease) {
+        // Whether any key was ever removed comes along: a start needs it, and it costs no statement here.
         let sql = """
-            SELECT \(Self.checkpointColumns), l.holder, l.acquired_at_ms, l.expires_at_ms
+            SELECT \(Self.checkpointColumns), l.holder, l.acquired_at_ms, l.expires_at_ms,
+                EXISTS (SELECT 1 FROM countdown_retired_keys)
             FROM countdown_clock AS c LEFT JOIN countdown_lease AS l ON l.id = 1
             WHERE c.id = 1
             """
-        return try db.first(sql) { row in (try Self.checkpoint(row), try Self.lease(row, from: 11)) }
-            ?? (nil, try lease())
+        return try db.first(sql) { row in
+            if memo.anyRetiredKeys == nil { memo.anyRetiredKeys = try row.bool(14) }
+            return (try Self.checkpoint(row), try Self.lease(row, from: 11))
+        } ?? (nil, try lease())
     }
 
     func item(key: String) throws -> ItemRecord? {
