@@ -38,7 +38,8 @@ struct EventRecord: Sendable, Hashable {
         self.lateMs = lateMs
         self.payload = payload
         self.detail = detail.map { fields in
-            "{" + fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
+            if fields.count == 1, let (key, value) = fields.first { return "{\"\(key)\":\(value)}" }  // most events
+            return "{" + fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
         }
     }
 }
