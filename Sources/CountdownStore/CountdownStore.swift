@@ -193,8 +193,11 @@ public final class CountdownStore: Sendable {
 
     /// Moves the checkpoint to now, recording a clock event when the system clock disagrees.
     private func advanceClocks(_ tx: any RepositoryWriting) throws -> StoreTime {
+        // One reading for both: the new checkpoint's boot instant must be the one its clocks
+        // were extrapolated to, or every transaction that straddles a millisecond would count
+        // that millisecond twice.
         let reading = ClockReading(configuration.clock)
-        let (extrapolation, checkpoint, lease) = try extrapolate(tx)
+        let (extrapolation, checkpoint, lease) = try extrapolate(tx, at: reading)
         let time = raiseFloor(extrapolation.time)
         var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
         let tolerance = configuration.clockEditTolerance.milliseconds
