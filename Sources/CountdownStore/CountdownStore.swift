@@ -69,7 +69,8 @@ public final class CountdownStore: Sendable {
         self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         try translatingErrorsNow(path: path) {
             let created = try Migrator().migrate(database).contains(Migration.embedded[0].name)
-            let exists = try database.read { db in try SQLiteTransaction(db: db).checkpoint() != nil }
+            // Reentrant: a host may open the store from a task that just awaited its own database.
+            let exists = try database.unsafeReentrantRead { db in try SQLiteTransaction(db: db).checkpoint() != nil }
             if !exists {
                 // Only a store created by this open starts its clocks; in an older one a missing
                 // clock row is damage, and a damaged file is never written to.
@@ -79,7 +80,7 @@ public final class CountdownStore: Sendable {
                         "the database\(path.map { " at \(quoted($0, limit: 200))" } ?? "") is damaged: its countdown_clock row is missing; it was left untouched")
                 }
                 let initial = Checkpoint.initial(at: ClockReading(configuration.clock))
-                try database.write { db in try SQLiteTransaction(db: db).save(initial, creating: true) }
+                try database.unsafeReentrantWrite { db in try SQLiteTransaction(db: db).save(initial, creating: true) }
             }
         }
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
@@ -175,9 +176,10 @@ public final class CountdownStore: Sendable {
     /// SQLite's `data_version` on the writing connection: it changes when another connection
     /// (another process) commits.
     func dataVersion() async throws(CountdownError) -> Int {
-        try await translatingErrors(path: path) {
-            try await database.writeWithoutTransaction { db in
-                try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
+        try translatingErrorsNow(path: path) {
+            // On the calling thread, like every transaction of the store (see `SQLiteRepository`).
+            try database.unsafeReentrantWrite { db in
+                try db.first("PRAGMA data_version") { Int(try $0.int(0)) } ?? 0
             }
         }
     }
@@ -371,7 +373,7 @@ public final class CountdownStore: Sendable {
             try translatingErrorsNow(path: path) {
                 // Fold the WAL into the database file, so the file alone holds everything. Another
                 // process still reading may keep part of it in the WAL, where it is just as durable.
-                _ = try? database.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+                _ = try? database.unsafeReentrantWrite { db in try db.checkpoint(.truncate) }
                 try database.close()
             }
         }

@@ -39,7 +39,7 @@ struct Migrator: Sendable {
     /// of the migrations this call applied.
     @discardableResult
     func migrate(_ writer: any DatabaseWriter, upTo last: String? = nil) throws -> [String] {
-        try writer.writeWithoutTransaction { db in
+        try writer.unsafeReentrantWrite { db in
             var appliedNow: [String] = []
             try checkNotNewer(db)
             // Nothing pending: no transaction at all. Even an empty write transaction makes SQLite

@@ -6,7 +6,9 @@ import GRDB
 ///
 /// Transactions run on the calling thread (GRDB's synchronous access, which takes the
 /// connection's serial queue without a thread switch): an operation costs its SQL, not two
-/// thread hand-offs. A write first tries to take SQLite's write lock without waiting; only when
+/// thread hand-offs. The reentrant variants are used because a task that awaited one of GRDB's
+/// asynchronous methods may go on running on the connection's own queue, where GRDB's other
+/// synchronous methods refuse to run (a precondition failure). A write first tries to take SQLite's write lock without waiting; only when
 /// another connection holds it does the write move to GRDB's queue and wait there (up to the busy
 /// timeout) without blocking the caller's thread.
 struct SQLiteRepository: CountdownRepository {
@@ -34,7 +36,7 @@ struct SQLiteRepository: CountdownRepository {
 
     /// The synchronous attempt at a write: on the calling thread, `nil` when the lock is busy.
     private func writeNow<T: Sendable>(_ body: (any RepositoryWriting) throws -> T) throws -> Outcome<T>? {
-        try writer.writeWithoutTransaction { db in try Self.transaction(db, waitingForLock: false, body) }
+        try writer.unsafeReentrantWrite { db in try Self.transaction(db, waitingForLock: false, body) }
     }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T {

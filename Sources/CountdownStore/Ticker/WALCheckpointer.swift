@@ -127,7 +127,7 @@ final class WALCheckpointer: @unchecked Sendable {
         }
         try? translatingErrorsNow(path: store.path) {
             // SQLite's default, which also replaces this checkpointer's WAL hook with SQLite's own.
-            try store.database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 1000") }
+            try store.database.unsafeReentrantWrite { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 1000") }
         }
     }
 
@@ -172,7 +172,7 @@ final class WALCheckpointer: @unchecked Sendable {
     private func takeOverCheckpoints() throws(CountdownError) {
         let context = Unmanaged.passUnretained(self).toOpaque()
         try translatingErrorsNow(path: store.path) {
-            try store.database.writeWithoutTransaction { db in
+            try store.database.unsafeReentrantWrite { db in
                 try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
                 guard let connection = db.sqliteConnection else { return }
                 // Lives until `stop()` hands the hook back to SQLite, which the ticker awaits.

@@ -144,4 +144,21 @@ struct ConnectionTests {
         let integrity = try await first.database.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
     }
+
+    @Test("Regression: operations right after a task awaited GRDB's own asynchronous access do not trap")
+    func operationsAfterGRDBAsynchronousAccess() async throws {
+        // A task that awaited GRDB's asynchronous `write` may go on running on the connection's
+        // own queue; GRDB's non-reentrant synchronous methods trap there (the ticker's
+        // data_version check used to be such an await, and crashed processes under load).
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        for index in 0..<300 {
+            try await store.database.write { db in try db.execute(sql: "SELECT 1") }
+            try await store.start("k\(index)", duration: .seconds(60))
+            try await store.database.read { db in _ = try Int.fetchOne(db, sql: "SELECT 1") }
+            try await store.heartbeat()
+            _ = try await store.active(limit: 5)
+        }
+        #expect(try await store.counts().count(.running) == 300)
+    }
 }
