@@ -6,11 +6,11 @@ import GRDB
 ///
 /// Transactions run on the calling thread (GRDB's synchronous access, which takes the
 /// connection's serial queue without a thread switch): an operation costs its SQL, not two
-/// thread hand-offs. The reentrant variants are used because a task that awaited one of GRDB's
-/// asynchronous methods may go on running on the connection's own queue, where GRDB's other
-/// synchronous methods refuse to run (a precondition failure). A write first tries to take SQLite's write lock without waiting; only when
-/// another connection holds it does the write move to GRDB's queue and wait there (up to the busy
-/// timeout) without blocking the caller's thread.
+/// thread hand-offs. The reentrant entry points are used because a task that awaited one of
+/// GRDB's asynchronous methods may go on running on the connection's own queue, where GRDB's
+/// other synchronous methods trap. A write first tries to take SQLite's write lock without
+/// waiting; only when another connection holds it does the write move to GRDB's queue and wait
+/// there (up to the busy timeout) without blocking the caller's thread.
 struct SQLiteRepository: CountdownRepository {
     let writer: any DatabaseWriter
 
@@ -62,6 +62,8 @@ struct SQLiteRepository: CountdownRepository {
     private static func transaction<T: Sendable>(
         _ db: Database, waitingForLock: Bool, _ body: (any RepositoryWriting) throws -> T
     ) throws -> Outcome<T>? {
+        // Already inside a transaction (the host's): the work joins it, and the host commits.
+        if db.isInsideTransaction { return Outcome(value: try body(SQLiteTransaction(db: db))) }
         if !waitingForLock {
             switch db.configuration.busyMode {
             case .immediateError:
