@@ -39,8 +39,7 @@ final class WALCheckpointer: @unchecked Sendable {
 
     private let store: CountdownStore
     private let queue: DatabaseQueue
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
+    private let pipe = WakePipe()
 
     /// SQLite's own threshold for automatic checkpoints.
     static let pagesWorthCopying = 1000
@@ -52,14 +51,6 @@ final class WALCheckpointer: @unchecked Sendable {
     private init(store: CountdownStore, queue: DatabaseQueue) {
         self.store = store
         self.queue = queue
-        var fds: [Int32] = [-1, -1]
-        _ = pipe(&fds)
-        (wakeRead, wakeWrite) = (fds[0], fds[1])
-    }
-
-    deinit {
-        close(wakeRead)
-        close(wakeWrite)
     }
 
     /// Takes over checkpointing for `store`; `nil` when the store's database belongs to the host.
@@ -92,7 +83,7 @@ final class WALCheckpointer: @unchecked Sendable {
             running = true
             return true
         }
-        if start { poke() }
+        if start { pipe.poke() }
     }
 
     /// How many checkpoints have run so far.
@@ -123,7 +114,7 @@ final class WALCheckpointer: @unchecked Sendable {
                 finished = continuation
                 return false
             }
-            if done { continuation.resume() } else { poke() }
+            if done { continuation.resume() } else { pipe.poke() }
         }
         try? translatingErrorsNow(path: store.path) {
             // SQLite's default, which also replaces this checkpointer's WAL hook with SQLite's own.
@@ -131,21 +122,13 @@ final class WALCheckpointer: @unchecked Sendable {
         }
     }
 
-    private func poke() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
-    }
-
     private func run() {
         #if os(Linux)
         // On Linux the nice value of `who = 0` is the calling thread's alone: the lowest priority.
         _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
         #endif
-        var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
-        var buffer = [UInt8](repeating: 0, count: 64)
         while true {
-            _ = poll(&descriptor, 1, -1)
-            _ = read(wakeRead, &buffer, buffer.count)
+            pipe.wait(timeoutMs: -1)
             let (stop, work) = lock.withLock { (stopped, running) }
             if stop { break }
             guard work else { continue }

@@ -16,22 +16,16 @@ import Darwin
 /// wall clock is shifted (libfaketime, used to test clock edits, makes them spin or fire an hour
 /// late); relative timeouts measured against the boot clock do not depend on the wall clock at all.
 final class BootSleeper: @unchecked Sendable {
-    // Safe: every mutable property is reached only under `lock`; the pipe descriptors are fixed.
+    // Safe: every mutable property is reached only under `lock`; the pipe is Sendable.
     static let shared = BootSleeper()
 
     private let lock = NSLock()
     /// Each sleeper's deadline and what to do then: `fire(true)` when it comes, `fire(false)` when cancelled.
     private var sleepers: [UInt64: (deadlineNs: Int64, fire: @Sendable (Bool) -> Void)] = [:]
     private var nextID: UInt64 = 0
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
+    private let pipe = WakePipe()
 
     private init() {
-        var fds: [Int32] = [-1, -1]
-        _ = pipe(&fds)
-        (wakeRead, wakeWrite) = (fds[0], fds[1])
-        _ = fcntl(wakeRead, F_SETFL, fcntl(wakeRead, F_GETFL) | O_NONBLOCK)
-        _ = fcntl(wakeWrite, F_SETFL, fcntl(wakeWrite, F_GETFL) | O_NONBLOCK)
         let thread = Thread { [unowned self] in self.run() }
         thread.name = "CountdownStore.BootSleeper"
         thread.start()
@@ -91,15 +85,13 @@ final class BootSleeper: @unchecked Sendable {
     }
 
     private func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
+        pipe.poke()
     }
 
     private func run() {
         // Linux lets a timed wait of an ordinary thread end up to 50 µs late (its timer slack), to
         // batch wake-ups; this thread wakes the ticker at deadlines, so it asks for none.
         _ = countdown_precise_timer_slack()
-        var buffer = [UInt8](repeating: 0, count: 64)
         while true {
             let now = Self.bootNanoseconds()
             let (due, next) = lock.withLock { () -> ([@Sendable (Bool) -> Void], Int64?) in
@@ -109,7 +101,7 @@ final class BootSleeper: @unchecked Sendable {
             }
             due.forEach { $0(true) }
             guard let next else {
-                waitForWake(timeoutMs: -1, buffer: &buffer)
+                pipe.wait(timeoutMs: -1)
                 continue
             }
             let remaining = next - now
@@ -118,16 +110,8 @@ final class BootSleeper: @unchecked Sendable {
                 var spec = timespec(tv_sec: 0, tv_nsec: Int(remaining))
                 nanosleep(&spec, nil)
             } else {
-                waitForWake(timeoutMs: Int32(min(remaining / 1_000_000, 1000)), buffer: &buffer)
+                pipe.wait(timeoutMs: Int32(min(remaining / 1_000_000, 1000)))  // or a new sleeper
             }
-        }
-    }
-
-    /// Waits for a new sleeper (a byte on the pipe) or the timeout.
-    private func waitForWake(timeoutMs: Int32, buffer: inout [UInt8]) {
-        var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
-        if poll(&descriptor, 1, timeoutMs) > 0 {
-            _ = read(wakeRead, &buffer, buffer.count)
         }
     }
 }
