@@ -27,6 +27,7 @@ extension Benchmarks {
         let events = try await store.events(.expiries)
         let ticker = CountdownTicker(store: store)
         let running = Task { try await ticker.run() }
+        let probe = WakeProbe()
 
         var arrivals: [(bootNs: Int64, deadline: Date, fired: Date)] = []
         arrivals.reserveCapacity(dueCount)
@@ -34,6 +35,7 @@ extension Benchmarks {
             arrivals.append((bootNanoseconds(), event.deadlineAt ?? .distantFuture, event.firedAt ?? .distantPast))
             if arrivals.count == dueCount { break }
         }
+        let machine = probe.stop()
         running.cancel()
         _ = try? await running.value
         // W and the boot clock advance together within a boot: their difference at the last
@@ -62,7 +64,10 @@ extension Benchmarks {
             format: "  lateness at firing p50 %.0f p99 %.0f max %.0f ms; firing to delivery p50 %.2f p99 %.2f max %.2f ms",
             percentile(firing, 0.5), percentile(firing, 0.99), firing.last ?? 0,
             percentile(delivery, 0.5), percentile(delivery, 0.99), delivery.last ?? 0))
+        log("  the machine meanwhile: \(machine)")
+        let rawProbe = WakeProbe()
         let rawLate = try await sleepLateness(count: dueCount, spacingMicros: spacingMicros)
+        log("  the machine during the raw sleeps: \(rawProbe.stop())")
         let n = sizes.latenessActive
         return [
             Figure(name: "expiry lateness p50", n: n, ours: percentile(late, 0.5), raw: percentile(rawLate, 0.5), unit: "ms", target: .atMost(0.5)),

@@ -83,3 +83,36 @@ func residentMemoryKiB() -> (current: Int, peak: Int) {
     }
     return (field("VmRSS"), field("VmHWM"))
 }
+
+/// How late the machine itself wakes a thread: a plain thread sleeps 1 ms again and again while
+/// a case runs, and counts how late each wake-up is. When the virtual machine's processors are
+/// not scheduled, every thread stalls, this one included; the count tells a stall of the
+/// machine from one of the code under measurement.
+final class WakeProbe: @unchecked Sendable {
+    private let lock = NSLock()
+    private var running = true
+    private var lateness: [Double] = []
+
+    init() {
+        Thread.detachNewThread { [self] in
+            var spec = timespec(tv_sec: 0, tv_nsec: 1_000_000)
+            var late: [Double] = []
+            while lock.withLock({ running }) {
+                let before = bootNanoseconds()
+                nanosleep(&spec, nil)
+                late.append(Double(bootNanoseconds() - before - 1_000_000) / 1e6)
+            }
+            lock.withLock { lateness = late }
+        }
+    }
+
+    /// Stops the probe and describes what it saw.
+    func stop() -> String {
+        lock.withLock { running = false }
+        while lock.withLock({ lateness.isEmpty }) { usleep(2_000) }
+        let late = lock.withLock { lateness }
+        return String(
+            format: "%d wake-ups of a 1 ms sleep on a plain thread: %d over 2 ms late, %d over 10 ms, max %.1f ms",
+            late.count, late.filter { $0 > 2 }.count, late.filter { $0 > 10 }.count, late.max() ?? 0)
+    }
+}
