@@ -89,6 +89,8 @@ func residentMemoryKiB() -> (current: Int, peak: Int) {
 /// not scheduled, every thread stalls, this one included; the count tells a stall of the
 /// machine from one of the code under measurement.
 final class WakeProbe: @unchecked Sendable {
+    // `@unchecked Sendable`: `running` and `lateness` are read and written under `lock` only; the
+    // probe thread keeps its samples in a local array until it stops.
     private let lock = NSLock()
     private var running = true
     private var lateness: [Double] = []
