@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", exact: "2.0.1"),
+        // `swift package generate-documentation --target CountdownStore`: the DocC catalog.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", exact: "1.5.0"),
     ],
     targets: [
         // Small C helpers for SQLite calls Swift cannot make (variadic `sqlite3_db_config`).

@@ -70,7 +70,21 @@ extension CountdownStore {
 
     /// Starts a countdown of `duration` (1 ms to 100 years) under `key`.
     ///
+    /// One write transaction: the item row and its `started` event. The countdown counts from
+    /// the store's clocks now (``StoreTime``); its deadline follows its policy.
+    ///
+    /// ```swift
+    /// try await store.start("order-1042", duration: .seconds(15 * 60), group: "payments")
+    /// ```
+    ///
     /// - Parameters:
+    ///   - key: the countdown's name, unique in the store: 1 to 256 bytes of UTF-8 (stored NFC),
+    ///     no control characters.
+    ///   - duration: how long it runs, 1 ms to 100 years, counted in whole milliseconds.
+    ///   - group: an optional group to list and count it by (1 to 128 bytes of UTF-8).
+    ///   - policy: whether it counts while the host is suspended or down (``CountdownPolicy/wall``,
+    ///     the default) or only while a ticker runs (``CountdownPolicy/active``).
+    ///   - payload: optional data (at most 64 KiB) handed back with the item and its expiry event.
     ///   - whenActive: what to do when `key` is already running or paused; by default, refuse.
     /// - Returns: the item as started (or the active one, with ``WhenActive/keep``).
     /// - Throws: ``CountdownError`` for invalid input (nothing is written) or an active key.

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Documentation checks CI runs (see .ci/check-docs).
+
+1. Every public symbol declared in Sources/CountdownStore has a doc comment (read from the
+   symbol graph that `swift package dump-symbol-graph` writes).
+2. Every ```swift block of the DocC articles is compiled code: its lines appear, in order and
+   together, in a file of Tests/CountdownStoreTests/Documentation/ or Examples/ (leading and
+   trailing spaces and blank lines aside).
+
+`--articles-only` runs the second check alone (no symbol graph needed).
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CATALOG = os.path.join(ROOT, "Sources/CountdownStore/CountdownStore.docc")
+COMPILED = [os.path.join(ROOT, "Tests/CountdownStoreTests/Documentation"), os.path.join(ROOT, "Examples")]
+
+
+def undocumented_symbols():
+    graphs = glob.glob(os.path.join(ROOT, ".build/*/symbolgraph/CountdownStore.symbols.json"))
+    if not graphs:
+        sys.exit("error: no symbol graph; run `swift package dump-symbol-graph --minimum-access-level public` first")
+    ours = os.path.join(ROOT, "Sources/CountdownStore") + "/"
+    missing = []
+    for symbol in json.load(open(graphs[0]))["symbols"]:
+        uri = symbol.get("location", {}).get("uri", "")
+        # Symbols the compiler synthesizes (hashValue, ==) and those of other modules' extensions
+        # have no location in our sources.
+        if symbol.get("accessLevel") not in ("public", "open") or ours not in uri:
+            continue
+        lines = symbol.get("docComment", {}).get("lines", [])
+        if not any(line.get("text", "").strip() for line in lines):
+            where = uri.split(ours, 1)[1] + ":" + str(symbol["location"]["position"]["line"] + 1)
+            missing.append(f"{where}: {symbol['kind']['displayName'].lower()} {'.'.join(symbol['pathComponents'])}")
+    return missing
+
+
+def normalized(text):
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def uncompiled_blocks():
+    sources = []
+    for folder in COMPILED:
+        for path in glob.glob(os.path.join(folder, "**/*.swift"), recursive=True):
+            sources.append(normalized(open(path, encoding="utf-8").read()))
+    problems = []
+    for article in sorted(glob.glob(os.path.join(CATALOG, "*.md"))):
+        text = open(article, encoding="utf-8").read()
+        for match in re.finditer(r"^```swift\n(.*?)^```", text, re.S | re.M):
+            block = normalized(match.group(1))
+            found = any(
+                source[i : i + len(block)] == block for source in sources for i in range(len(source) - len(block) + 1)
+            )
+            if not found:
+                line = text[: match.start()].count("\n") + 1
+                problems.append(f"{os.path.relpath(article, ROOT)}:{line}: this swift block is not in any compiled file")
+    return problems
+
+
+def main():
+    problems = [] if "--articles-only" in sys.argv else [f"undocumented public symbol: {m}" for m in undocumented_symbols()]
+    problems += uncompiled_blocks()
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        sys.exit(1)
+    print("documentation checks passed")
+
+
+if __name__ == "__main__":
+    main()
