@@ -232,6 +232,12 @@ extension CountdownStore {
     }
 
     /// Pauses a running item: paused time never counts.
+    ///
+    /// One write transaction (the item and a `paused` event); the pause begins at the store's
+    /// clocks now. A countdown's remaining time stays as it is until ``resume(_:)``.
+    ///
+    /// - Throws: ``CountdownError/Code/notFound`` for an unknown key,
+    ///   ``CountdownError/Code/wrongState`` unless the item is running.
     @discardableResult
     public func pause(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key) { item, tx, time in
@@ -243,6 +249,12 @@ extension CountdownStore {
     }
 
     /// Resumes a paused item where it left off.
+    ///
+    /// One write transaction (the item and a `resumed` event); the time it spent paused is added
+    /// to its total paused time, so its deadline moves later by that much.
+    ///
+    /// - Throws: ``CountdownError/Code/notFound`` for an unknown key,
+    ///   ``CountdownError/Code/wrongState`` unless the item is paused.
     @discardableResult
     public func resume(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key) { item, tx, time in
@@ -254,6 +266,12 @@ extension CountdownStore {
     }
 
     /// Stops a running or paused item for good; it stays queryable as `cancelled`.
+    ///
+    /// One write transaction (the item and a `cancelled` event). A cancelled countdown never
+    /// expires; ``prune(olderThan:)`` deletes it once it is old enough.
+    ///
+    /// - Throws: ``CountdownError/Code/notFound`` for an unknown key,
+    ///   ``CountdownError/Code/wrongState`` unless the item is running or paused.
     @discardableResult
     public func cancel(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key) { item, tx, time in
@@ -265,6 +283,11 @@ extension CountdownStore {
     }
 
     /// Starts an item again from zero with the same duration, in any state, in a new generation.
+    ///
+    /// One write transaction (the item and a `restarted` event). An expiry of the old generation
+    /// that has not been delivered yet is never delivered.
+    ///
+    /// - Throws: ``CountdownError/Code/notFound`` for an unknown key.
     @discardableResult
     public func restart(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key) { item, tx, time in
@@ -275,6 +298,13 @@ extension CountdownStore {
     }
 
     /// Adds `amount` to an active countdown's duration, in a new generation.
+    ///
+    /// One write transaction (the item and an `extended` event); the deadline moves later by
+    /// `amount`, and the time already counted stays counted.
+    ///
+    /// - Throws: ``CountdownError/Code/invalidDuration`` for an amount outside 1 ms to 100 years
+    ///   or a total over 100 years, ``CountdownError/Code/notFound`` for an unknown key,
+    ///   ``CountdownError/Code/wrongState`` for a stopwatch or an item that is not active.
     @discardableResult
     public func extend(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
         let amountMs = try Validate.duration(amount, what: "extension")
@@ -294,6 +324,13 @@ extension CountdownStore {
 
     /// Takes `amount` off an active countdown's duration, in a new generation. Shortening past
     /// zero expires it at once.
+    ///
+    /// One write transaction (the item, a `shortened` event, and an `expired` event when it ends
+    /// at once).
+    ///
+    /// - Throws: ``CountdownError/Code/invalidDuration`` for an amount outside 1 ms to 100 years,
+    ///   ``CountdownError/Code/notFound`` for an unknown key,
+    ///   ``CountdownError/Code/wrongState`` for a stopwatch or an item that is not active.
     @discardableResult
     public func shorten(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
         let amountMs = try Validate.duration(amount, what: "shortening")
@@ -319,6 +356,11 @@ extension CountdownStore {
     }
 
     /// Deletes the item under `key` whatever its state; returns it as it was.
+    ///
+    /// One write transaction (the deletion and a `removed` event). The key can be used again; its
+    /// generations go on from where they were, so an old expiry never passes for a new one.
+    ///
+    /// - Throws: ``CountdownError/Code/notFound`` for an unknown key.
     @discardableResult
     public func remove(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key) { item, tx, time in

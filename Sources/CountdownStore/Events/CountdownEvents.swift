@@ -68,7 +68,7 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 ///
 /// ```swift
 /// let mailer = try await store.consumer("mailer")
-/// for try await expiry in mailer.events(.expiries) {
+/// for try await expiry in try await mailer.events(.expiries) {
 ///     try await sendReminder(for: expiry)
 ///     try await mailer.acknowledge(expiry)   // not delivered again, even after a restart
 /// }

@@ -47,6 +47,9 @@ public struct CountdownCounts: Sendable, Hashable {
 
 extension CountdownStore {
     /// The item under `key`, with elapsed and remaining time now; `nil` when there is none.
+    ///
+    /// One read transaction: the clock row and one lookup in the key's unique index. The figures
+    /// are computed at the store's clocks at that instant (``Countdown/computedAt``).
     public func countdown(_ key: String) async throws(CountdownError) -> Countdown? {
         let key = try Validate.key(key)
         return try await reading { tx, time in try tx.item(key: key)?.countdown(at: time) }
@@ -88,6 +91,8 @@ extension CountdownStore {
     }
 
     /// Paused items, least remaining time first.
+    ///
+    /// Served from an index of paused items in that order: the cost grows with `limit`.
     public func paused(group: String? = nil, limit: Int = 100) async throws(CountdownError) -> [Countdown] {
         let group = try Validate.group(group)
         let limit = try Validate.limit(limit)
@@ -100,6 +105,9 @@ extension CountdownStore {
     }
 
     /// Expired items, newest first, optionally only those that expired at or after `since`.
+    ///
+    /// `since` is an instant on the store wall clock. Served from an index of expiry instants
+    /// (per group when `group` is given): the cost grows with `limit`.
     public func expired(
         since: Date? = nil, group: String? = nil, limit: Int = 100
     ) async throws(CountdownError) -> [Countdown] {
@@ -112,6 +120,10 @@ extension CountdownStore {
     }
 
     /// Running countdowns that reach zero within `window` from now (due ones included), soonest first.
+    ///
+    /// `window` is measured on each countdown's own timeline (``StoreTime/timeline(_:)``): an
+    /// `active` countdown counts only while a ticker runs, so it may reach zero later than
+    /// `window` of wall time. Served from the deadline indexes, one range per policy.
     public func expiring(
         within window: Duration, group: String? = nil, limit: Int = 100
     ) async throws(CountdownError) -> [Countdown] {
@@ -129,6 +141,8 @@ extension CountdownStore {
     }
 
     /// The running countdown that reaches zero first, from an index lookup; `nil` when none runs.
+    ///
+    /// Two index lookups, one per policy: microseconds, whatever the number of items stored.
     public func nextDeadline() async throws(CountdownError) -> Countdown? {
         try await reading { tx, time in
             try CountdownPolicy.allCases.compactMap { try tx.nextDeadline(policy: $0) }
@@ -138,6 +152,9 @@ extension CountdownStore {
     }
 
     /// How many items are in each state and group.
+    ///
+    /// One `GROUP BY` query: it reads an index entry per stored item, so it costs in proportion
+    /// to the number of items stored.
     public func counts() async throws(CountdownError) -> CountdownCounts {
         try await reading { tx, _ in
             CountdownCounts(entries: try tx.counts().map { .init(state: $0.state, group: $0.group, count: $0.count) })
