@@ -3,7 +3,7 @@
 
 1. Every public symbol declared in Sources/CountdownStore has a doc comment (read from the
    symbol graph that `swift package dump-symbol-graph` writes).
-2. Every ```swift block of the DocC articles is compiled code: its lines appear, in order and
+2. Every ```swift block of the DocC articles and of the library's doc comments is compiled code: its lines appear, in order and
    together, in a file of Tests/CountdownStoreTests/Documentation/ or Examples/ (leading and
    trailing spaces and blank lines aside). A block whose first line is `// Package.swift` is an
    excerpt of a host's package manifest, which no target of ours can compile, and is skipped.
@@ -44,14 +44,24 @@ def normalized(text):
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
+def doc_comment_texts():
+    """The doc comments of the library's sources, `///` markers removed, one text per file."""
+    for path in sorted(glob.glob(os.path.join(ROOT, "Sources/CountdownStore/**/*.swift"), recursive=True)):
+        lines = []
+        for line in open(path, encoding="utf-8").read().splitlines():
+            stripped = line.strip()
+            lines.append(stripped[4:] if stripped.startswith("/// ") else stripped[3:] if stripped.startswith("///") else "")
+        yield path, "\n".join(lines) + "\n"
+
+
 def uncompiled_blocks():
     sources = []
     for folder in COMPILED:
         for path in glob.glob(os.path.join(folder, "**/*.swift"), recursive=True):
             sources.append(normalized(open(path, encoding="utf-8").read()))
     problems = []
-    for article in sorted(glob.glob(os.path.join(CATALOG, "*.md"))):
-        text = open(article, encoding="utf-8").read()
+    texts = [(path, open(path, encoding="utf-8").read()) for path in sorted(glob.glob(os.path.join(CATALOG, "**/*.md"), recursive=True))]
+    for article, text in texts + list(doc_comment_texts()):
         for match in re.finditer(r"^```swift\n(.*?)^```", text, re.S | re.M):
             block = normalized(match.group(1))
             if block and block[0] == "// Package.swift":

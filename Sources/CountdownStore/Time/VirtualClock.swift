@@ -6,10 +6,14 @@ import Foundation
 /// let clock = VirtualClock()
 /// let store = try CountdownStore(path: path, configuration: .init(clock: clock))
 /// try await store.start("otp", duration: .seconds(30))
-/// clock.advance(by: .seconds(10))        // 10 s pass on every clock
-/// clock.moveSystemClock(by: .seconds(-3600)) // someone sets the wall clock back an hour
-/// clock.reboot(after: .seconds(60))      // the machine is off for a minute
+/// clock.advance(by: .seconds(10))              // 10 s pass on every clock
+/// clock.moveSystemClock(by: .seconds(-3600))   // someone sets the wall clock back an hour
+/// let otp = try await store.countdown("otp")   // remaining: 20 s; the edit changed nothing
 /// ```
+///
+/// ``reboot(after:uptime:)`` plays a machine that is off for a while and boots again. A
+/// ``CountdownTicker`` on the store sleeps on the virtual boot clock; after moving the clock,
+/// ``CountdownTicker/waitUntilIdle()`` waits until the ticker has handled it.
 public final class VirtualClock: StoreClock, BootAlarms, @unchecked Sendable {
     // Safe: every stored property is read and written under `lock`.
     private let lock = NSLock()

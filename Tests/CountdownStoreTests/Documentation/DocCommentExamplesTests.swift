@@ -1,0 +1,82 @@
+@testable import CountdownStore
+import Foundation
+import Logging
+import ServiceLifecycle
+import Testing
+
+// The examples of the library's doc comments, compiled here so they cannot drift from the API
+// (`.ci/check_docs.py` checks that each one appears in this folder), and run where they can be.
+
+/// `CountdownStore`'s example. Compiled, not run: it opens a file in the working directory.
+func countdownStoreExample() async throws {
+    let store = try CountdownStore(path: "countdowns.sqlite")
+    try await store.start("order-1042", duration: .seconds(15 * 60), group: "payments")
+    let item = try await store.countdown("order-1042")   // remaining ≈ 15 min
+    _ = item
+}
+
+/// `CountdownTicker`'s example, beside a service of the host's. Compiled, not run.
+func countdownTickerExample(store: CountdownStore, myServer: some Service, logger: Logger) async throws {
+    let ticker = CountdownTicker(store: store)
+    let group = ServiceGroup(services: [ticker, myServer], logger: logger)
+    try await group.run()        // or: try await ticker.run() in a task you cancel
+}
+
+/// `EventConsumer`'s example, in a host type whose `sendReminder(for:)` records what it sent.
+struct ReminderMailer {
+    let store: CountdownStore
+    let sent: Locked<[String]>
+
+    func sendReminder(for expiry: CountdownEvent) async throws {
+        sent.withLock { $0.append(expiry.key ?? "") }
+    }
+
+    func run() async throws {
+        let mailer = try await store.consumer("mailer")
+        for try await expiry in try await mailer.events(.expiries) {
+            try await sendReminder(for: expiry)
+            try await mailer.acknowledge(expiry)   // not delivered again, even after a restart
+        }
+    }
+}
+
+/// `VirtualClock`'s example, on a store in `path`; returns the countdown as it stands at the end.
+func virtualClockExample(path: String) async throws -> Countdown? {
+    let clock = VirtualClock()
+    let store = try CountdownStore(path: path, configuration: .init(clock: clock))
+    try await store.start("otp", duration: .seconds(30))
+    clock.advance(by: .seconds(10))              // 10 s pass on every clock
+    clock.moveSystemClock(by: .seconds(-3600))   // someone sets the wall clock back an hour
+    let otp = try await store.countdown("otp")   // remaining: 20 s; the edit changed nothing
+    try await store.close()
+    return otp
+}
+
+@Suite("Doc comment examples")
+struct DocCommentExamplesTests {
+    @Test("VirtualClock's example: 10 s pass, the wall clock is set back an hour, 20 s remain")
+    func virtualClockExampleRuns() async throws {
+        let folder = try TemporaryFolder()
+        let otp = try #require(try await virtualClockExample(path: folder.path()))
+        #expect(otp.state == .running)
+        #expect(otp.remaining == .seconds(20))
+    }
+
+    @Test("EventConsumer's example hands each expiry over once and acknowledges it")
+    func eventConsumerExampleRuns() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        try await store.start("renewal", duration: .seconds(5))
+        fixture.clock.advance(by: .seconds(5))
+        #expect(try await store.expireDue(limit: 10).map(\.key) == ["renewal"])
+        let sent = Locked<[String]>([])
+        let mailer = Task { try await ReminderMailer(store: store, sent: sent).run() }
+        let consumer = try await store.consumer("mailer")
+        while try await consumer.acknowledgedThrough() == 0 { await Task.yield() }
+        mailer.cancel()
+        _ = await mailer.result
+        #expect(sent.withLock { $0 } == ["renewal"])
+        #expect(try await consumer.acknowledgedThrough() == store.recentEvents(kinds: [.expired], limit: 1).first?.id)
+        try await store.close()
+    }
+}
