@@ -377,7 +377,7 @@ extension CountdownStore {
         return try await writing { tx, time in
             let cutoff = time.wall - ageMs
             let result = PruneResult(
-                items: try tx.deleteItems(endedBefore: cutoff), events: try tx.deleteEvents(before: cutoff))
+                items: try tx.deleteItems(endedBefore: cutoff, at: time.wall), events: try tx.deleteEvents(before: cutoff))
             try tx.append(
                 EventRecord(.pruned, at: time, detail: ["items": Int64(result.items), "events": Int64(result.events)]))
             return result

@@ -162,4 +162,19 @@ struct OperationsTests {
         #expect(try await store.countdown("running")?.state == .running)
         #expect(result.events == 5)
     }
+
+    @Test("A key started again after prune deleted its item goes on from its last generation")
+    func pruneKeepsGenerations() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("otp", duration: .seconds(1))
+        try await store.restart("otp")  // generation 2
+        try await run(store, fixture.clock, for: .seconds(2))
+        #expect(try await store.expireDue().map(\.generation) == [2])
+        try await run(store, fixture.clock, for: .hours(2), step: .minutes(1))
+        #expect(try await store.prune(olderThan: .hours(1)).items == 1)
+        #expect(try await store.countdown("otp") == nil)
+        // Its expiry of generation 2 may still wait for a consumer: the new life must not be 2.
+        #expect(try await store.start("otp", duration: .seconds(30)).generation == 3)
+    }
 }

@@ -70,8 +70,9 @@ protocol RepositoryWriting: RepositoryReading {
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws
     /// Moves a consumer's cursor forward to `id` (never back).
     func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws
-    /// Deletes expired and cancelled items that ended before `cutoffMs`; returns how many.
-    func deleteItems(endedBefore cutoffMs: Int64) throws -> Int
+    /// Deletes expired and cancelled items that ended before `cutoffMs`, keeping each key's last
+    /// generation in `countdown_retired_keys` as `delete` does; returns how many.
+    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64) throws -> Int
     /// Deletes events recorded before `cutoffMs` that every named consumer has acknowledged.
     func deleteEvents(before cutoffMs: Int64) throws -> Int
 }

@@ -147,7 +147,7 @@ struct SQLiteTransaction: RepositoryWriting {
     private let memo = Memo()
 
     private final class Memo {
-        /// Whether `countdown_retired_keys` holds any key (it changes only by `delete`).
+        /// Whether `countdown_retired_keys` holds any key (it changes only by `delete` and `deleteItems`).
         var anyRetiredKeys: Bool?
     }
 
@@ -423,7 +423,19 @@ struct SQLiteTransaction: RepositoryWriting {
         }
     }
 
-    func deleteItems(endedBefore cutoffMs: Int64) throws -> Int {
+    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64) throws -> Int {
+        // Like `delete`: each key's last generation is kept, so the key's next life goes on from it.
+        try db.run(
+            """
+            INSERT INTO countdown_retired_keys (key, generation, removed_at_ms)
+            SELECT key, generation, ?2 FROM countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < ?1
+            ON CONFLICT (key) DO UPDATE SET generation = max(generation, excluded.generation), removed_at_ms = ?2
+            """
+        ) { values in
+            values.add(cutoffMs)
+            values.add(nowMs)
+        }
+        if db.changesCount > 0 { memo.anyRetiredKeys = true }
         try db.run("DELETE FROM countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < ?") { $0.add(cutoffMs) }
         return db.changesCount
     }
