@@ -18,9 +18,10 @@ import ServiceLifecycle
 /// sleep is capped at one second and measured on the boot clock. A write by the same store
 /// instance wakes it at once.
 ///
-/// Only the ticker holding the store's lease advances the active timeline and fires expiries;
-/// tickers in other processes stand by and one takes over within two lease intervals after the
-/// holder dies. A graceful shutdown (or cancellation) writes a final heartbeat and frees the lease.
+/// Only the ticker holding the store's lease advances the active timeline and looks for due
+/// countdowns to expire; tickers in other processes stand by and one takes over within two lease
+/// intervals after the holder dies. (Any operation on a due item also expires it first, in any
+/// process; an expiry is one transaction, so each item expires once.) A graceful shutdown (or cancellation) writes a final heartbeat and frees the lease.
 public final class CountdownTicker: Service, Sendable {
     /// The store this ticker drives.
     public let store: CountdownStore
