@@ -3,10 +3,12 @@
 
 1. Every public symbol declared in Sources/CountdownStore has a doc comment (read from the
    symbol graph that `swift package dump-symbol-graph` writes).
-2. Every ```swift block of the DocC articles and of the library's doc comments is compiled code: its lines appear, in order and
-   together, in a file of Tests/CountdownStoreTests/Documentation/ or Examples/ (leading and
-   trailing spaces and blank lines aside). A block whose first line is `// Package.swift` is an
-   excerpt of a host's package manifest, which no target of ours can compile, and is skipped.
+2. Every ```swift block of the DocC articles, the README and the library's doc comments is
+   compiled code: its lines appear, in order and together, in a file of
+   Tests/CountdownStoreTests/Documentation/ or Examples/ (leading and trailing spaces, blank
+   lines and the block's leading `import` lines aside: a compiled file imports at its top). A
+   block whose first line is `// Package.swift` is an excerpt of a host's package manifest,
+   which no target of ours can compile, and is skipped.
 
 `--articles-only` runs the second check alone (no symbol graph needed).
 """
@@ -60,10 +62,13 @@ def uncompiled_blocks():
         for path in glob.glob(os.path.join(folder, "**/*.swift"), recursive=True):
             sources.append(normalized(open(path, encoding="utf-8").read()))
     problems = []
-    texts = [(path, open(path, encoding="utf-8").read()) for path in sorted(glob.glob(os.path.join(CATALOG, "**/*.md"), recursive=True))]
+    pages = sorted(glob.glob(os.path.join(CATALOG, "**/*.md"), recursive=True)) + [os.path.join(ROOT, "README.md")]
+    texts = [(path, open(path, encoding="utf-8").read()) for path in pages]
     for article, text in texts + list(doc_comment_texts()):
         for match in re.finditer(r"^```swift\n(.*?)^```", text, re.S | re.M):
             block = normalized(match.group(1))
+            while block and block[0].startswith("import "):
+                block = block[1:]
             if block and block[0] == "// Package.swift":
                 continue
             found = any(
