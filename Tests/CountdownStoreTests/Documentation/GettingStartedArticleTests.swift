@@ -4,8 +4,9 @@ import Logging
 import ServiceLifecycle
 import Testing
 
-// The code of the article "Getting started" (CountdownStore.docc/GettingStarted.md), compiled
-// here so it cannot drift from the API, and run on virtual time by the test below.
+// The code of the article "Getting started" (CountdownStore.docc/GettingStarted.md) and of the
+// README's taste of the library, compiled here so it cannot drift from the API, and run on
+// virtual time by the test below.
 
 /// The article's first step. Compiled, not run: it opens a file in the working directory.
 func gettingStartedOpen() throws -> CountdownStore {
@@ -15,30 +16,6 @@ func gettingStartedOpen() throws -> CountdownStore {
 
 /// The article's other steps, on a store the test hands in. It runs until it is cancelled.
 func gettingStarted(_ store: CountdownStore) async throws {
-    // A 15-minute payment deadline, under a key of your own.
-    try await store.start("order-1042", duration: .seconds(15 * 60), group: "payments")
-
-    // One countdown by key, or the ones that expire soonest.
-    let order = try await store.countdown("order-1042")
-    print(order?.remaining ?? .zero)  // 900.0 seconds
-    let soonest = try await store.active(limit: 10).items
-    print(soonest.map(\.key))  // ["order-1042"]
-
-    // The ticker expires each countdown when it comes due and records an event.
-    let expiries = try await store.events(.expiries)
-    let ticker = CountdownTicker(store: store)
-    Task { try await ticker.run() }
-
-    for try await expiry in expiries {
-        print("\(expiry.key ?? "") expired")
-    }
-}
-
-/// The README's taste of the library: the article's steps in one piece. Compiled, not run: it
-/// opens a file in the working directory and runs until it is cancelled.
-func readmeTaste() async throws {
-    let store = try CountdownStore(path: "countdowns.sqlite")
-
     // A 15-minute payment deadline, under a key of your own.
     try await store.start("order-1042", duration: .seconds(15 * 60), group: "payments")
 
