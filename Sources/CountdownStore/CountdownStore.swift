@@ -193,7 +193,7 @@ public final class CountdownStore: Sendable {
         }
     }
 
-    /// Moves the checkpoint to now, recording a clock event when the system clock disagrees.
+    /// Moves the checkpoint to now, recording a clock event when the system clock was moved.
     private func advanceClocks(_ tx: any RepositoryWriting) throws -> StoreTime {
         // One reading for both: the new checkpoint's boot instant must be the one its clocks
         // were extrapolated to, or every transaction that straddles a millisecond would count
@@ -216,8 +216,11 @@ public final class CountdownStore: Sendable {
                         "system_ms": reading.system, "same_boot": extrapolation.sameBoot ? 1 : 0,
                     ]))
             configuration.logger.warning(
-                "system clock disagrees with the store clock; counting by the boot clock",
-                metadata: ["skew_ms": "\(extrapolation.skew)", "same_boot": "\(extrapolation.sameBoot)"])
+                "system clock moved against the store clock; counting by the boot clock",
+                metadata: [
+                    "skew_ms": "\(extrapolation.skew)", "previous_skew_ms": "\(checkpoint.clockSkew)",
+                    "same_boot": "\(extrapolation.sameBoot)",
+                ])
         }
         if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew }
         try tx.save(next, creating: false)
