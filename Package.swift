@@ -51,9 +51,11 @@ let package = Package(
         // A process the reliability suites start, stop and kill.
         .executableTarget(
             name: "CountdownTortureHelper",
-            dependencies: ["CountdownStore", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["CountdownStore", "CSQLiteTestVFS", .product(name: "GRDB", package: "GRDB.swift")],
             path: "Tests/Helpers/CountdownTortureHelper"
         ),
+        // An SQLite VFS for the helper: simulated power loss, and a kill in the middle of a checkpoint.
+        .target(name: "CSQLiteTestVFS", path: "Tests/Helpers/CountdownTestVFS"),
         // `swift run -c release CountdownBenchmarks`: our figures beside raw SQLite's for the same work.
         .executableTarget(
             name: "CountdownBenchmarks",
@@ -81,7 +83,9 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
-            ]
+            ],
+            // Files that real failures left behind, unpacked by the tests that use them.
+            exclude: ["Fixtures"]
         ),
     ],
     swiftLanguageModes: [.v6]

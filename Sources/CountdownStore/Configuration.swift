@@ -18,6 +18,10 @@ extension CountdownStore {
         public var clockEditTolerance: Duration
         /// How long a write waits for another process's write lock before failing. Default: 10 s.
         public var busyTimeout: Duration
+        /// What a commit survives: a crash of the process always; a power loss or kernel crash
+        /// too with ``Durability/full``. Default: ``Durability/normal``. Applies to a store that
+        /// opens its own file; a host's database keeps the host's settings.
+        public var durability: Durability
         /// Where the store logs. Default: a logger labelled `CountdownStore`.
         public var logger: Logger
 
@@ -28,6 +32,7 @@ extension CountdownStore {
             leaseDuration: Duration = .seconds(2),
             clockEditTolerance: Duration = .seconds(1),
             busyTimeout: Duration = .seconds(10),
+            durability: Durability = .normal,
             logger: Logger = Logger(label: "CountdownStore")
         ) {
             self.clock = clock
@@ -35,7 +40,24 @@ extension CountdownStore {
             self.leaseDuration = leaseDuration
             self.clockEditTolerance = clockEditTolerance
             self.busyTimeout = busyTimeout
+            self.durability = durability
             self.logger = logger
         }
+    }
+}
+
+extension CountdownStore {
+    /// What an acknowledged operation survives.
+    ///
+    /// Either way a killed process loses nothing it was told had committed, and the file stays
+    /// sound through a power loss; the two differ in what a power loss or kernel crash takes back.
+    public enum Durability: String, Sendable, Hashable, CaseIterable {
+        /// SQLite's `synchronous=NORMAL` in WAL mode: the write-ahead log is synced at checkpoints,
+        /// not at every commit. A power loss may take back the last commits (always the newest
+        /// ones: what survives is a prefix of what was acknowledged), never tear the file.
+        case normal
+        /// SQLite's `synchronous=FULL`: every commit is synced before it returns, so a power loss
+        /// takes back nothing acknowledged. Each commit costs a disk sync.
+        case full
     }
 }

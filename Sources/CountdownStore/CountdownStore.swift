@@ -49,7 +49,8 @@ public final class CountdownStore: Sendable {
     /// - Throws: ``CountdownError`` when the file is not SQLite, belongs to something else,
     ///   was written by a newer CountdownStore, or cannot be opened. The file is never overwritten.
     public convenience init(path: String, configuration: Configuration = Configuration()) throws(CountdownError) {
-        let queue = try DatabaseOpening.open(path: path, busyTimeout: configuration.busyTimeout)
+        let queue = try DatabaseOpening.open(
+            path: path, busyTimeout: configuration.busyTimeout, durability: configuration.durability)
         try self.init(database: queue, path: path, owns: true, configuration: configuration)
     }
 
@@ -68,22 +69,39 @@ public final class CountdownStore: Sendable {
         self.repository = SQLiteRepository(writer: database)
         self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         try translatingErrorsNow(path: path) {
-            let created = try Migrator().migrate(database).contains(Migration.embedded[0].name)
+            try Migrator().migrate(database)
             // Reentrant: a host may open the store from a task that just awaited its own database.
             let exists = try database.unsafeReentrantRead { db in try SQLiteTransaction(db: db).checkpoint() != nil }
-            if !exists {
-                // Only a store created by this open starts its clocks; in an older one a missing
-                // clock row is damage, and a damaged file is never written to.
-                guard created else {
+            if !exists { try Self.startClocks(database, path: path, clock: configuration.clock) }
+        }
+        configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
+    }
+
+    /// Writes a new store's first `countdown_clock` row, under the write lock.
+    ///
+    /// Another process opening the same new file at the same moment may have written it first;
+    /// a process killed after the migrations committed may have left a store with no clock row
+    /// and nothing else: both are a store still being created, whose clocks start now. A store
+    /// that holds countdowns or events without its clock row is damaged, and is not written to.
+    private static func startClocks(_ database: any DatabaseWriter, path: String?, clock: any StoreClock) throws {
+        try database.unsafeReentrantWrite { db in
+            try db.inTransaction(.immediate) {
+                let tx = SQLiteTransaction(db: db)
+                if try tx.checkpoint() != nil { return .rollback }
+                let used = try db.first("SELECT EXISTS (SELECT 1 FROM countdowns) OR EXISTS (SELECT 1 FROM countdown_events)") {
+                    try $0.bool(0)
+                } ?? false
+                guard !used else {
                     throw CountdownError(
                         .unreadableDatabase,
                         "the database\(path.map { " at \(quoted($0, limit: 200))" } ?? "") is damaged: its countdown_clock row is missing; it was left untouched")
                 }
-                let initial = Checkpoint.initial(at: ClockReading(configuration.clock))
-                try database.unsafeReentrantWrite { db in try SQLiteTransaction(db: db).save(initial, creating: true) }
+                try tx.save(Checkpoint.initial(at: ClockReading(clock)), creating: true)
+                CrashPoints.reach(.firstClockBeforeCommit)
+                return .commit
             }
+            CrashPoints.reach(.firstClockAfterCommit)
         }
-        configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
     }
 
     // MARK: - Transactions with the clocks moved to now
@@ -374,10 +392,13 @@ public final class CountdownStore: Sendable {
         if ownsDatabase {
             let database = database
             try translatingErrorsNow(path: path) {
+                CrashPoints.reach(.closeBeforeCheckpoint)
                 // Fold the WAL into the database file, so the file alone holds everything. Another
                 // process still reading may keep part of it in the WAL, where it is just as durable.
                 _ = try? database.unsafeReentrantWrite { db in try db.checkpoint(.truncate) }
+                CrashPoints.reach(.closeAfterCheckpoint)
                 try database.close()
+                CrashPoints.reach(.closed)
             }
         }
     }

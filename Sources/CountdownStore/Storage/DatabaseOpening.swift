@@ -17,16 +17,14 @@ enum DatabaseOpening {
     /// WAL is set here rather than with GRDB's `journalMode = .wal`, which, whenever the `-wal`
     /// file is missing or empty (as after every clean close), creates and drops a table to make
     /// one: a schema write at every open, even into a file the store should only read.
-    static func grdbConfiguration(busyTimeout: Duration) -> GRDB.Configuration {
+    static func grdbConfiguration(busyTimeout: Duration, durability: CountdownStore.Durability = .normal) -> GRDB.Configuration {
         var configuration = GRDB.Configuration()
         configuration.busyMode = .timeout(TimeInterval(busyTimeout.milliseconds) / 1000)
         configuration.label = "CountdownStore"
         configuration.prepareDatabase { db in
-            if try String.fetchOne(db, sql: "PRAGMA journal_mode") != "wal" {
-                try db.execute(sql: "PRAGMA journal_mode = WAL")
-            }
+            try switchToWAL(db, busyTimeout: busyTimeout)
             try db.execute(sql: "PRAGMA trusted_schema = OFF")
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
             // After a checkpoint empties a WAL that grew in a burst, give the disk space back.
             try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
             if let connection = db.sqliteConnection {
@@ -39,6 +37,27 @@ enum DatabaseOpening {
         return configuration
     }
 
+    /// Puts the file in WAL mode unless it is already, waiting up to `busyTimeout` for other
+    /// connections.
+    ///
+    /// SQLite's busy handler does not help here: the switch reads the header, then needs the
+    /// write lock, and a connection holding a read lock that waited for the write lock could
+    /// deadlock, so SQLite answers "database is locked" at once while another connection writes
+    /// the file in rollback mode — as when several processes create the same new store together.
+    /// The switch is retried instead, each time from a fresh read.
+    static func switchToWAL(_ db: Database, busyTimeout: Duration) throws {
+        let deadline = ContinuousClock.now + busyTimeout
+        var pause = Duration.milliseconds(1)
+        while try String.fetchOne(db, sql: "PRAGMA journal_mode") != "wal" {
+            do {
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: Double(pause.milliseconds) / 1000)
+                pause = min(pause * 2, .milliseconds(50))
+            }
+        }
+    }
+
     /// Opens the file at `path`, creating it with mode 0600 when missing. Refuses, untouched,
     /// a file that is not SQLite, is truncated, holds someone else's tables, or was written by a
     /// newer CountdownStore: all of that is checked on a read-only connection first, because a
@@ -46,17 +65,21 @@ enum DatabaseOpening {
     ///
     /// One serialized connection (a `DatabaseQueue`): operations are short, ticks are computed in
     /// memory, and other processes still read and write beside it through WAL.
-    static func open(path: String, busyTimeout: Duration) throws(CountdownError) -> DatabaseQueue {
+    static func open(path: String, busyTimeout: Duration, durability: CountdownStore.Durability = .normal) throws(CountdownError) -> DatabaseQueue {
         try createIfMissing(path)
-        try probe(path: path)
-        return try translatingErrorsNow(path: path) {
-            try DatabaseQueue(path: path, configuration: grdbConfiguration(busyTimeout: busyTimeout))
+        CrashPoints.reach(.fileCreated)
+        try probe(path: path, busyTimeout: busyTimeout)
+        let queue = try translatingErrorsNow(path: path) {
+            try DatabaseQueue(path: path, configuration: grdbConfiguration(busyTimeout: busyTimeout, durability: durability))
         }
+        CrashPoints.reach(.connectionOpened)
+        return queue
     }
 
     /// Checks, without writing a byte, that the file at `path` is empty or a CountdownStore
-    /// database this code can open.
-    static func probe(path: String) throws(CountdownError) {
+    /// database this code can open. Waits up to `busyTimeout` for other processes' locks: a
+    /// process opening the store beside running ones must not fail because they write.
+    static func probe(path: String, busyTimeout: Duration) throws(CountdownError) {
         let place = quoted(path, limit: 200)
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw CountdownError(.storageFailure, "cannot read the database file \(place)")
@@ -77,15 +100,15 @@ enum DatabaseOpening {
         let pageSize = rawPageSize == 1 ? 65_536 : rawPageSize
         let pages = uint32(28)
         // The page count in the header is valid when "version-valid-for" matches the change counter.
-        if uint32(92) == uint32(24), pages > 0, pages * pageSize > size {
-            throw CountdownError(
-                .unreadableDatabase,
-                "the database file at \(place) is truncated: \(size) bytes where its header says \(pages * pageSize); it was left untouched"
-            )
-        }
+        // A file shorter than that count is not always damaged: in WAL mode a checkpoint writes
+        // page 1 (with the new count) before the pages that extend the file, so a checkpoint under
+        // way in another process, or one a kill interrupted, leaves such a file while the WAL still
+        // holds every page. Only SQLite, reading through the WAL, can tell: it is asked below.
+        let shorterThanHeader = uint32(92) == uint32(24) && pages > 0 && pages * pageSize > size
         try translatingErrorsNow(path: path) {
             var configuration = GRDB.Configuration()
             configuration.readonly = true
+            configuration.busyMode = .timeout(TimeInterval(busyTimeout.milliseconds) / 1000)
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
             try queue.read { db in
@@ -98,6 +121,12 @@ enum DatabaseOpening {
                     )
                 }
                 try Migrator().checkNotNewer(db)
+                if shorterThanHeader, try String.fetchAll(db, sql: "PRAGMA quick_check") != ["ok"] {
+                    throw CountdownError(
+                        .unreadableDatabase,
+                        "the database file at \(place) is truncated: \(size) bytes where its header says \(pages * pageSize); it was left untouched"
+                    )
+                }
             }
         }
     }

@@ -60,9 +60,11 @@ struct Migrator: Sendable {
                         try db.execute(
                             sql: "INSERT INTO \(Self.tableName) (name, applied_at_ms) VALUES (?, ?)",
                             arguments: [migration.name, Date().millisecondsSince1970])
+                        CrashPoints.reach(.migrationBeforeCommit)
                     }
                     return .commit
                 }
+                if appliedNow.last == migration.name { CrashPoints.reach(.migrationAfterCommit) }
                 if migration.name == last { break }
             }
             return appliedNow

@@ -84,7 +84,9 @@ struct SQLiteRepository: CountdownRepository {
         if !db.isInsideTransaction { try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute() }
         do {
             let value = try body(SQLiteTransaction(db: db))
+            CrashPoints.reach(.commitBefore)
             try db.cachedStatement(sql: "COMMIT").execute()
+            CrashPoints.reach(.commitAfter)
             return Outcome(value: value)
         } catch {
             if db.isInsideTransaction { try? db.rollback() }

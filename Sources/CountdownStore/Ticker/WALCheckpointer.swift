@@ -58,7 +58,8 @@ final class WALCheckpointer: @unchecked Sendable {
         guard let path = store.path else { return nil }
         let queue = try translatingErrorsNow(path: path) {
             try DatabaseQueue(
-                path: path, configuration: DatabaseOpening.grdbConfiguration(busyTimeout: store.configuration.busyTimeout))
+                path: path, configuration: DatabaseOpening.grdbConfiguration(
+                    busyTimeout: store.configuration.busyTimeout, durability: store.configuration.durability))
         }
         let checkpointer = WALCheckpointer(store: store, queue: queue)
         try checkpointer.takeOverCheckpoints()
@@ -132,7 +133,9 @@ final class WALCheckpointer: @unchecked Sendable {
             let (stop, work) = lock.withLock { (stopped, running) }
             if stop { break }
             guard work else { continue }
+            CrashPoints.reach(.checkpointBefore)
             let result = try? queue.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+            CrashPoints.reach(.checkpointAfter)
             let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
                 running = false
                 if let result { checkpointed = result.checkpointedFrameCount }

@@ -179,16 +179,8 @@ struct InspectingArticleTests {
         let folder = try TemporaryFolder()
         let store = try await Self.sessionStore(folder)
         func sqlite3(_ sql: String) throws -> (status: Int32, output: String) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-            process.arguments = ["-readonly", folder.path(), sql]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return (process.terminationStatus, text)
+            let ran = try HelperProcess.run(URL(fileURLWithPath: "/usr/bin/sqlite3"), ["-readonly", folder.path(), sql])
+            return (ran.status, ran.stdout)
         }
         let lease = try sqlite3(try Self.query("FROM countdown_lease"))
         #expect(lease.status == 0)

@@ -15,36 +15,28 @@ extension RealProcesses {
 /// These tests wait on real time (polling the database), never assert how long anything took.
 @Suite("Lease across processes")
 struct LeaseProcessTests {
-    /// A running host example whose output is collected.
+    /// A running host example whose output is collected (every wait bounded).
     final class Host: Sendable {
-        let process: Process
-        let output: Pipe
+        let helper: HelperProcess
+        var process: Process { helper.process }
 
         init(database: String) throws {
-            process = Process()
-            process.executableURL = hostExample
-            process.arguments = [database]
-            output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            helper = try HelperProcess([database], executable: hostExample)
         }
 
         var pid: Int32 { process.processIdentifier }
 
+        /// Sends `signal` and waits (bounded) for the host to end.
         func kill(_ signal: Int32) {
-            #if canImport(Glibc)
-            _ = Glibc.kill(pid, signal)
-            #else
-            _ = Darwin.kill(pid, signal)
-            #endif
-            process.waitUntilExit()
+            helper.kill(signal)
+            let lines = helper.finish(status: signal == SIGKILL ? nil : 0)
+            collected.withLock { $0 = lines }
         }
 
-        func lines() -> [String] {
-            String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                .split(separator: "\n").map(String.init)
-        }
+        private let collected = Locked<[String]>([])
+
+        /// The lines the host printed (once it ended).
+        func lines() -> [String] { collected.withLock { $0 } }
     }
 
     /// The pid in the lease holder's name (`host:pid:id`), if the lease is live.

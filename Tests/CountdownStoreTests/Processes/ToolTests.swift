@@ -34,22 +34,10 @@ struct ToolTests {
     /// Runs the tool to completion.
     @discardableResult
     func countdown(_ arguments: [String], database: Bool = true, environment: [String: String] = [:], binary: URL = ToolTests.binary) throws -> Result {
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = database ? ["--db", db] + arguments : arguments
-        var env = ProcessInfo.processInfo.environment
-        env.removeValue(forKey: "COUNTDOWN_DB")
-        env["XDG_DATA_HOME"] = folder.path("xdg")
+        var env = ["XDG_DATA_HOME": folder.path("xdg")]
         for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let (out, err) = (Pipe(), Pipe())
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+        let ran = try HelperProcess.run(binary, database ? ["--db", db] + arguments : arguments, environment: env)
+        return Result(status: ran.status, stdout: ran.stdout, stderr: ran.stderr)
     }
 
     /// Every row of the countdown tables, read without writing.
@@ -234,38 +222,27 @@ struct ToolTests {
     }
 
     /// Starts `countdown run` in the background.
-    func startRun(_ arguments: [String]) throws -> (Process, Pipe) {
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = ["--db", db, "run"] + arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return (process, out)
+    func startRun(_ arguments: [String]) throws -> HelperProcess {
+        try HelperProcess(["--db", db, "run"] + arguments, executable: Self.binary)
     }
 
-    func stop(_ process: Process) {
-        _ = kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
-    }
-
-    func lines(_ pipe: Pipe) -> [[String: Any]] {
-        String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
-            .compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+    /// Stops `run` with SIGTERM; returns its exit status and the JSON lines it printed.
+    func stop(_ run: HelperProcess) -> (status: Int32, lines: [[String: Any]]) {
+        run.kill(SIGTERM)
+        let lines = run.finish().compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+        return (run.process.terminationStatus, lines)
     }
 
     @Test("run --consumer prints one JSON line per expiry and resumes across a restart without loss or repeats")
     func runResumesAcrossRestarts() async throws {
         for index in 0..<5 { try countdown(["start", "early-\(index)", "\(100 + index * 10)ms", "--payload", "p\(index)"]) }
-        let (first, firstOut) = try startRun(["--consumer", "tests"])
+        let first = try startRun(["--consumer", "tests"])
         try await eventually("the first batch expired") {
             try self.expiredCount() == 5
         }
         try await Task.sleep(for: .milliseconds(300))  // let the lines be written and acknowledged
-        stop(first)
-        #expect(first.terminationStatus == 0, "SIGTERM stops run gracefully")
-        let firstLines = lines(firstOut)
+        let (firstStatus, firstLines) = stop(first)
+        #expect(firstStatus == 0, "SIGTERM stops run gracefully")
         #expect(firstLines.count == 5)
         let line = try #require(firstLines.first)
         #expect(Set(line.keys) == ["event", "key", "group", "generation", "deadline_at", "fired_at", "late_ms", "payload"])
@@ -275,13 +252,12 @@ struct ToolTests {
         // While no run is going, more come due; the next run catches up, and repeats nothing.
         for index in 0..<3 { try countdown(["start", "late-\(index)", "50ms"]) }
         try await Task.sleep(for: .milliseconds(200))
-        let (second, secondOut) = try startRun(["--consumer", "tests"])
+        let second = try startRun(["--consumer", "tests"])
         try await eventually("the second batch expired") {
             try self.expiredCount() == 8
         }
         try await Task.sleep(for: .milliseconds(300))
-        stop(second)
-        let secondKeys = lines(secondOut).compactMap { $0["key"] as? String }
+        let secondKeys = stop(second).lines.compactMap { $0["key"] as? String }
         #expect(secondKeys.sorted() == ["late-0", "late-1", "late-2"])
         let lease = try await DatabaseQueue(path: db).read { db in try String.fetchOne(db, sql: "SELECT holder FROM countdown_lease") }
         #expect(lease == nil, "the final heartbeat freed the lease")
@@ -291,10 +267,10 @@ struct ToolTests {
     func runExec() async throws {
         let marker = folder.path("exec.log")
         try countdown(["start", "job", "100ms", "--group", "g", "--payload", "hello"])
-        let (run, _) = try startRun(["--consumer", "exec", "--exec", "echo \"$COUNTDOWN_KEY $COUNTDOWN_GROUP $COUNTDOWN_PAYLOAD $COUNTDOWN_LATE_MS\" >> \(marker)"])
+        let run = try startRun(["--consumer", "exec", "--exec", "echo \"$COUNTDOWN_KEY $COUNTDOWN_GROUP $COUNTDOWN_PAYLOAD $COUNTDOWN_LATE_MS\" >> \(marker)"])
         try await eventually("the command ran") { FileManager.default.fileExists(atPath: marker) }
         try await Task.sleep(for: .milliseconds(300))
-        stop(run)
+        _ = stop(run)
         let logged = try String(contentsOfFile: marker, encoding: .utf8)
         #expect(logged.hasPrefix("job g hello "))
         let cursor = try await DatabaseQueue(path: db).read { db in try Int64.fetchOne(db, sql: "SELECT last_event_id FROM countdown_consumers WHERE name = 'exec'") }

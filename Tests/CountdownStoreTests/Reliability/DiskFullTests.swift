@@ -16,7 +16,7 @@ extension RealProcesses {
             // 2048 blocks of 512 bytes (dash counts in 512-byte blocks); SIGXFSZ ignored, so
             // write() fails with EFBIG instead of killing the process.
             let filler = try HelperProcess(["fill", path], shell: "trap '' XFSZ; ulimit -f 2048; exec")
-            let lines = try await filler.waitForExit(seconds: 60)
+            let lines = try await filler.waitForExit(seconds: 60, status: 3)
             #expect(filler.process.terminationStatus == 3, "the writer stopped on an error, not a crash: \(lines.suffix(2))")
             let committed = lines.compactMap { line -> Int? in
                 line.hasPrefix("committed ") ? Int(line.dropFirst("committed ".count)) : nil
@@ -60,27 +60,14 @@ extension RealProcesses {
             var cliFailures: [String] = []
             for index in 0..<20 {
                 let key = "cli-\(index)"
-                let process = Process()
-                process.executableURL = countdownBinary
-                process.arguments = ["--db", path, "start", key, "\(300 + index * 50)ms", "--group", "cli"]
-                process.standardOutput = FileHandle.nullDevice
-                let errors = Pipe()
-                process.standardError = errors
-                try process.run()
-                process.waitUntilExit()
-                if process.terminationStatus == 0 {
+                let started = try HelperProcess.run(countdownBinary, ["--db", path, "start", key, "\(300 + index * 50)ms", "--group", "cli"])
+                if started.status == 0 {
                     cliKeys.append(key)
                 } else {
-                    cliFailures.append(String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+                    cliFailures.append(started.stderr)
                 }
-                let list = Process()
-                list.executableURL = countdownBinary
-                list.arguments = ["--db", path, "list", "--json"]
-                list.standardOutput = FileHandle.nullDevice
-                list.standardError = FileHandle.nullDevice
-                try list.run()
-                list.waitUntilExit()
-                if list.terminationStatus != 0 { cliFailures.append("list exited \(list.terminationStatus)") }
+                let list = try HelperProcess.run(countdownBinary, ["--db", path, "list", "--json"])
+                if list.status != 0 { cliFailures.append("list exited \(list.status): \(list.stderr)") }
             }
             for writer in writers {
                 _ = try await writer.waitForExit(seconds: 120)

@@ -56,18 +56,51 @@ struct SeededGenerator: RandomNumberGenerator {
     }
 }
 
-/// A helper process whose output is collected into lines.
+/// The environment of every process the suites start: Swift's backtracer off, so that a process
+/// that dies of a fatal error ends at once instead of leaving a backtracer behind that keeps its
+/// output open; and no `COUNTDOWN_DB` of the machine's own.
+func helperEnvironment(_ extra: [String: String] = [:]) -> [String: String] {
+    var environment = ProcessInfo.processInfo.environment
+    environment["SWIFT_BACKTRACE"] = "enable=no"
+    environment.removeValue(forKey: "COUNTDOWN_DB")
+    for (key, value) in extra { environment[key] = value }
+    return environment
+}
+
+/// Sends `signal` to the process group `group` (Foundation's `Process` starts each child in a
+/// group of its own, whose id is the child's pid).
+func killGroup(_ group: Int32, _ signal: Int32 = SIGKILL) {
+    #if canImport(Glibc)
+    _ = Glibc.kill(-group, signal)
+    #else
+    _ = Darwin.kill(-group, signal)
+    #endif
+}
+
+/// A helper process whose output is collected into lines and whose stderr is kept for reports.
 ///
-/// A plain thread reads the pipe to its end with blocking reads: `FileHandle.readabilityHandler`
-/// (a dispatch source) can crash libdispatch on Linux when its descriptor closes under it.
+/// Plain threads read the pipes to their end with blocking reads: `FileHandle.readabilityHandler`
+/// (a dispatch source) can crash libdispatch on Linux when its descriptor closes under it. Every
+/// wait is bounded: a helper that hangs is killed with its whole process group and the test
+/// fails with its stderr; one that dies by itself where it should not fails the test the same way.
 final class HelperProcess: @unchecked Sendable {
-    // Safe: `output` is written by the reader thread and read only after `done` is signalled.
+    // Safe: `output` and `errors` are written by the reader threads and read only after their
+    // semaphores are signalled.
     let process = Process()
     private let pipe = Pipe()
+    private let errorPipe = Pipe()
     private var output = Data()
+    private var errors = Data()
     private let done = DispatchSemaphore(value: 0)
+    private let errorsDone = DispatchSemaphore(value: 0)
+    /// How the process is named in failures.
+    let name: String
+    /// Whether this test sent the process SIGKILL itself (then its death is expected).
+    private(set) var killedOnPurpose = false
 
-    init(_ arguments: [String], executable: URL = tortureHelper, shell: String? = nil) throws {
+    init(
+        _ arguments: [String], executable: URL = tortureHelper, shell: String? = nil, environment: [String: String] = [:]
+    ) throws {
         if let shell {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", shell + " \"$0\" \"$@\"", executable.path] + arguments
@@ -75,17 +108,25 @@ final class HelperProcess: @unchecked Sendable {
             process.executableURL = executable
             process.arguments = arguments
         }
+        name = ([executable.lastPathComponent] + arguments.prefix(3)).joined(separator: " ")
+        process.environment = helperEnvironment(environment)
         process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
+        process.standardError = errorPipe
         try process.run()
         let reading = pipe.fileHandleForReading
+        let readingErrors = errorPipe.fileHandleForReading
         Thread.detachNewThread { [self] in
             output = reading.readDataToEndOfFile()
             done.signal()
         }
+        Thread.detachNewThread { [self] in
+            errors = readingErrors.readDataToEndOfFile()
+            errorsDone.signal()
+        }
     }
 
     func kill(_ signal: Int32 = SIGKILL) {
+        if signal == SIGKILL { killedOnPurpose = true }
         #if canImport(Glibc)
         _ = Glibc.kill(process.processIdentifier, signal)
         #else
@@ -106,32 +147,72 @@ final class HelperProcess: @unchecked Sendable {
         }
     }
 
-    /// Waits for the process to end, then returns its complete lines.
+    /// Whether the process ended by a signal, and which.
+    var signalled: Int32? {
+        process.isRunning || process.terminationReason != .uncaughtSignal ? nil : process.terminationStatus
+    }
+
+    /// What the process wrote on stderr (complete once ``finish(limit:status:)`` returned).
+    var stderr: String { String(decoding: errors, as: UTF8.self) }
+
+    /// What the process wrote on stdout (complete once ``finish(limit:status:)`` returned).
+    var stdout: String { String(decoding: output, as: UTF8.self) }
+
+    /// Runs `executable` to completion, at most `limit` seconds (then it is killed with its process
+    /// group and the test fails), whatever its exit status.
+    static func run(
+        _ executable: URL, _ arguments: [String], environment: [String: String] = [:], limit: Double = 60
+    ) throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = try HelperProcess(arguments, executable: executable, environment: environment)
+        _ = process.finish(limit: limit, status: nil)
+        return (process.process.terminationStatus, process.stdout, process.stderr)
+    }
+
+    /// Waits at most `limit` seconds for the output to end (EOF once the process is dead), then
+    /// returns its complete lines. A process still writing then is killed with its whole group,
+    /// and the test fails naming it, with its stderr. A process that ended otherwise than by
+    /// exit status `status` (a fatal error, a signal this test did not send) fails the test too;
+    /// `nil` accepts any end.
     ///
-    /// The end of the output (EOF once the process is dead) is what is waited for; Foundation's
-    /// own notice of the exit is awaited only briefly, because under heavy process churn
-    /// `waitUntilExit` can miss it and wait forever.
-    func finish() -> [String] {
-        if done.wait(timeout: .now() + 60) == .timedOut {
-            Issue.record("the helper's output did not end within 60 s")
+    /// Foundation's own notice of the exit is awaited only briefly, because under heavy process
+    /// churn `waitUntilExit` can miss it and wait forever.
+    func finish(limit: Double = 30, status: Int32? = 0) -> [String] {
+        if done.wait(timeout: .now() + limit) == .timedOut {
+            killGroup(process.processIdentifier)
+            _ = done.wait(timeout: .now() + 5)
+            _ = errorsDone.wait(timeout: .now() + 5)
+            Issue.record("\(name): its output did not end within \(Int(limit)) s; killed with its process group. stderr: \(stderr.suffix(2000))")
         }
+        _ = errorsDone.wait(timeout: .now() + 5)
         let deadline = Date().addingTimeInterval(10)
         while process.isRunning, Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            killGroup(process.processIdentifier)
+            Issue.record("\(name): its output ended but it did not exit within 10 s; killed with its process group")
+        } else if let status {
+            let exitedAsExpected = process.terminationReason == .exit && process.terminationStatus == status
+            let killedByThisTest = killedOnPurpose && signalled == SIGKILL
+            if !exitedAsExpected, !killedByThisTest {
+                let reason = signalled.map { "signal \($0)" } ?? "exit status \(process.terminationStatus)"
+                Issue.record("\(name) died by itself (\(reason), expected exit status \(status)); stderr: \(stderr.suffix(2000))")
+            }
+        }
         let text = String(decoding: output, as: UTF8.self)
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         if !text.hasSuffix("\n") { lines.removeLast() }  // a line cut short by SIGKILL
         return lines.filter { !$0.isEmpty }
     }
 
-    /// Waits at most `seconds` (real time) for the process to end by itself.
-    func waitForExit(seconds: Double) async throws -> [String] {
+    /// Waits at most `seconds` (real time) for the process to end by itself with exit status `status`.
+    func waitForExit(seconds: Double, status: Int32? = 0) async throws -> [String] {
         let deadline = Date().addingTimeInterval(seconds)
         while process.isRunning, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
         if process.isRunning {
-            kill()
-            Issue.record("the helper did not finish within \(seconds) s")
+            killGroup(process.processIdentifier)
+            Issue.record("\(name) did not finish within \(Int(seconds)) s; killed with its process group. stderr: \(stderr.suffix(2000))")
+            return finish(status: nil)
         }
-        return finish()
+        return finish(status: status)
     }
 }
 

@@ -133,16 +133,12 @@ struct ViewTests {
         try await store.start("order-1042", duration: .minutes(15), group: "payments")
         try await store.close()
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [folder.path(), "SELECT key, group_name, state, remaining_ms, deadline_at FROM active_countdowns"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let ran = try HelperProcess.run(
+            URL(fileURLWithPath: "/usr/bin/sqlite3"),
+            [folder.path(), "SELECT key, group_name, state, remaining_ms, deadline_at FROM active_countdowns"])
+        let text = ran.stdout
         let fields = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|").map(String.init)
-        #expect(process.terminationStatus == 0)
+        #expect(ran.status == 0)
         #expect(fields.count == 5, "\(text)")
         #expect(fields.prefix(3) == ["order-1042", "payments", "running"])
         let remaining = try #require(Int64(fields[3]))
