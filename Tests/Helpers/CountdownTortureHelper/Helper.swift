@@ -33,6 +33,8 @@ import Darwin
 //                       and starts p-0, p-1, … printing "ack I" after each; "done OPS" (exit 0)
 //                       when the loss never came
 //
+//   fatal DB            dies of a fatal error at once (the harness's own test)
+//
 // Any error ends the process with exit status 70 and the error on stderr: never a fatal error,
 // whose backtracer would outlive the process.
 
@@ -89,6 +91,7 @@ enum Helper {
             case "write": try await write(path, prefix: arguments[2], count: Int(arguments[3]) ?? 100)
             case "crashpoint" where arguments.count == 4:
                 try await CrashPointScript(path: path, point: arguments[2], operation: arguments[3]).run()
+            case "fatal": fatalError("a deliberate fatal error, for the harness's own test")
             case "powerloss" where arguments.count == 4:
                 try await powerLoss(path, seed: UInt64(arguments[2]) ?? 1, durability: CountdownStore.Durability(rawValue: arguments[3]) ?? .normal)
             default:
