@@ -70,6 +70,7 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
         try await add("ticks") { [try await benchmarks.displayTicks()] }
         try await add("bulk") { [try await benchmarks.bulkStart()] }
         try await add("single") { [try await benchmarks.singleStart()] }
+        try await add("single full") { [try await benchmarks.singleStart(durability: .full)] }
         let needsLarge = ["next", "soonest", "expiring", "open", "idle"].contains(where: wanted)
         if needsLarge {
             log("· building a store of \(benchmarks.sizes.stored) items…")

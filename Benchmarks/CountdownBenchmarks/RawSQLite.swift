@@ -9,7 +9,8 @@ import Foundation
 final class RawDatabase {
     let handle: OpaquePointer
 
-    init(path: String) throws {
+    /// Opens `path` with the store's settings; `fullSync` is the store's `.full` durability.
+    init(path: String, fullSync: Bool = false) throws {
         var db: OpaquePointer?
         let code = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil)
         guard code == SQLITE_OK, let db else {
@@ -19,7 +20,7 @@ final class RawDatabase {
         handle = db
         sqlite3_busy_timeout(db, 10_000)
         try execute("PRAGMA journal_mode = WAL")
-        try execute("PRAGMA synchronous = NORMAL")
+        try execute(fullSync ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
         try execute("PRAGMA trusted_schema = OFF")
         _ = countdown_enable_defensive(db)
     }

@@ -270,6 +270,16 @@ struct RecoveryArticleTests {
         try await store.close()
     }
 
+    @Test("Durability full: the store syncs every commit")
+    func durabilityFull() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path()
+        let store = try CountdownStore(path: path, configuration: .init(durability: .full))
+        let synchronous = try await store.database.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        #expect(synchronous == 2, "synchronous = FULL")
+        try await store.close()
+    }
+
     @Test("A file that is not a CountdownStore database is refused with a typed error and left untouched")
     func damagedFile() async throws {
         let folder = try TemporaryFolder()

@@ -57,15 +57,21 @@ struct CrashTests {
         var delivered: [Int64: Int] = [:]
         var acknowledged = 0
         var resolvedInFlight = 0
+        var checkpoints = 0
+        var killedMidCheckpoint = 0
 
         for cycle in 0..<cycles {
             let worker = try HelperProcess(["crash", path, String(seed &+ UInt64(cycle))])
             try await Task.sleep(for: .milliseconds(Int.random(in: 40...400, using: &rng)))
             worker.kill()
             var inFlight: String?
+            var checkpointing = false
             for line in worker.finish() {
                 let fields = line.split(separator: " ")
                 switch fields.first {
+                case "checkpoint":
+                    checkpointing = fields.last == "begin"
+                    if !checkpointing { checkpoints += 1 }
                 case "begin": inFlight = String(fields[2])
                 case "ack":
                     let key = String(fields[2])
@@ -76,6 +82,9 @@ struct CrashTests {
                 default: break
                 }
             }
+            if checkpointing { killedMidCheckpoint += 1 }
+            // The next cycle's worker opens what this kill left, as the next start would: a worker
+            // that cannot (it exits with status 70) fails the suite with its stderr.
             let queue = try readOnly(path)
             let (integrity, rows) = try await queue.read { db in
                 (try String.fetchAll(db, sql: "PRAGMA integrity_check"), try Self.stored(db))
@@ -149,7 +158,8 @@ struct CrashTests {
         }
         let duplicates = delivered.values.filter { $0 > 1 }.count
         let report = """
-            crash suite: seed \(seed), \(cycles) cycles, \(cycles) kills, \(acknowledged) acknowledged operations verified \
+            crash suite: seed \(seed), \(cycles) cycles, \(cycles) kills (\(killedMidCheckpoint) in a WAL checkpoint; \(checkpoints) \
+            checkpoints completed), \(acknowledged) acknowledged operations verified \
             (\(resolvedInFlight) in flight at a kill), lost 0, \(expiries.count) expiries, \(delivered.count) delivered, \
             \(duplicates) delivered more than once, undelivered \(undelivered), integrity ok
             """

@@ -14,7 +14,8 @@ import Darwin
 //   crash DB SEED       random operations forever, with a ticker and a named consumer:
 //                       "begin N KEY", then "ack N KEY STATE GEN DURATION KIND PAYLOAD" once committed
 //                       ("ack N KEY refused CODE" when refused, "ack N KEY removed"),
-//                       and "delivered EVENT_ID KEY GEN" for each expiry the consumer gets
+//                       "delivered EVENT_ID KEY GEN" for each expiry the consumer gets, and
+//                       "checkpoint begin" / "checkpoint end" around each WAL checkpoint
 //   drain DB            expire what is due and deliver every pending expiry, then exit
 //   fill DB             start countdowns with 4 KiB payloads until a write fails:
 //                       "committed N" after each, then "error CODE message"
@@ -107,6 +108,11 @@ enum Helper {
     static func crash(_ path: String, seed: UInt64) async throws {
         var rng = SplitMix(state: seed)
         let configuration = CountdownStore.Configuration(heartbeatInterval: .milliseconds(100), leaseDuration: .milliseconds(300))
+        // The suite counts the WAL checkpoints that ran, and the kills that cut one short.
+        CrashPoints.install { point in
+            if point == .checkpointBefore { say("checkpoint begin") }
+            if point == .checkpointAfter { say("checkpoint end") }
+        }
         let store = try CountdownStore(path: path, configuration: configuration)
         let ticker = CountdownTicker(store: store)
         Task { try await ticker.run() }
