@@ -50,7 +50,11 @@ enum DatabaseOpening {
         var pause = Duration.milliseconds(1)
         while try String.fetchOne(db, sql: "PRAGMA journal_mode") != "wal" {
             do {
-                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+                if mode != "wal" {
+                    throw DatabaseError(
+                        resultCode: .SQLITE_ERROR, message: "cannot switch the database to WAL: it stays in \(mode ?? "unknown") mode")
+                }
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline {
                 Thread.sleep(forTimeInterval: Double(pause.milliseconds) / 1000)
                 pause = min(pause * 2, .milliseconds(50))
