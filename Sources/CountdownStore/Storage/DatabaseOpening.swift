@@ -85,6 +85,7 @@ enum DatabaseOpening {
     /// process opening the store beside running ones must not fail because they write.
     static func probe(path: String, busyTimeout: Duration) throws(CountdownError) {
         let place = quoted(path, limit: 200)
+        try rollBackHotJournal(path: path, busyTimeout: busyTimeout)
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw CountdownError(.storageFailure, "cannot read the database file \(place)")
         }
@@ -132,6 +133,31 @@ enum DatabaseOpening {
                     )
                 }
             }
+        }
+    }
+
+    /// Lets SQLite roll back a hot rollback journal beside the file, which only a read-write
+    /// connection can do.
+    ///
+    /// A store is in WAL mode from its first write, but the very first one (the switch to WAL of
+    /// a new file) goes through a rollback journal: a power cut in the middle of it leaves page 1
+    /// torn and a `-journal` that puts the file back as it was. Every SQLite client rolls such a
+    /// journal back before its first read; the read-only check would instead fail with "attempt
+    /// to write a readonly database" and refuse a file SQLite finds intact. A file that is not a
+    /// database is left as it is: SQLite reads its header first and writes nothing.
+    private static func rollBackHotJournal(path: String, busyTimeout: Duration) throws(CountdownError) {
+        let journal = (try? FileManager.default.attributesOfItem(atPath: path + "-journal")[.size] as? Int) ?? nil
+        guard let journal, journal > 0 else { return }
+        do {
+            var configuration = GRDB.Configuration()
+            configuration.busyMode = .timeout(TimeInterval(busyTimeout.milliseconds) / 1000)
+            // Opening reads the schema, which rolls a hot journal back under SQLite's own locks.
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            try queue.close()
+        } catch let error as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode) {
+            return  // not a database: the checks that follow say so
+        } catch {
+            throw CountdownError(storage: error, path: path)
         }
     }
 
