@@ -100,14 +100,7 @@ struct ConcurrencyTests {
         let expiring = Set(starts.filter(\.expires).map(\.key))
         let reader = try readOnly(path)
         try await eventually("every short countdown expired and both consumers caught up", limit: 60) {
-            try reader.read { db in
-                let expired = try Int.fetchOne(db, sql: "SELECT count(*) FROM countdowns WHERE state = 'expired'") ?? 0
-                let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM countdown_events WHERE kind = 'expired'") ?? 0
-                let caughtUp = try Int.fetchOne(
-                    db, sql: "SELECT count(*) FROM countdown_consumers WHERE name IN ('c1', 'c2') AND last_event_id >= ?",
-                    arguments: [last]) ?? 0
-                return expired == expiring.count && caughtUp == 2
-            }
+            try expiredAndDelivered(reader, count: expiring.count, consumers: ["c1", "c2"])
         }
         for run in runs { run.kill(SIGTERM) }
         for (name, run) in zip(["c1", "c2"], runs) {

@@ -78,14 +78,7 @@ extension RealProcesses {
             let total = 4 * perWriter + cliKeys.count
             let reader = try readOnly(path)
             try await eventually("everything expired and both consumers caught up", limit: 120) {
-                try reader.read { db in
-                    let expired = try Int.fetchOne(db, sql: "SELECT count(*) FROM countdowns WHERE state = 'expired'") ?? 0
-                    let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM countdown_events WHERE kind = 'expired'") ?? 0
-                    let behind = try Int.fetchOne(
-                        db, sql: "SELECT count(*) FROM countdown_consumers WHERE name IN ('alpha', 'beta') AND last_event_id >= ?",
-                        arguments: [last]) ?? 0
-                    return expired == total && behind == 2
-                }
+                try expiredAndDelivered(reader, count: total, consumers: ["alpha", "beta"])
             }
             alpha.kill(SIGTERM)
             beta.kill(SIGTERM)

@@ -216,6 +216,18 @@ final class HelperProcess: @unchecked Sendable {
     }
 }
 
+/// Whether `count` countdowns have expired and each of `consumers` has acknowledged the last expiry.
+func expiredAndDelivered(_ reader: DatabaseQueue, count: Int, consumers: [String]) throws -> Bool {
+    try reader.read { db in
+        let expired = try Int.fetchOne(db, sql: "SELECT count(*) FROM countdowns WHERE state = 'expired'") ?? 0
+        let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM countdown_events WHERE kind = 'expired'") ?? 0
+        let caughtUp = try consumers.filter { name in
+            (try Int64.fetchOne(db, sql: "SELECT last_event_id FROM countdown_consumers WHERE name = ?", arguments: [name]) ?? -1) >= last
+        }
+        return expired == count && caughtUp.count == consumers.count
+    }
+}
+
 /// A read-only connection for checking a database the processes wrote.
 func readOnly(_ path: String) throws -> DatabaseQueue {
     var configuration = GRDB.Configuration()
