@@ -17,9 +17,9 @@ enum DatabaseOpening {
     /// WAL is set here rather than with GRDB's `journalMode = .wal`, which, whenever the `-wal`
     /// file is missing or empty (as after every clean close), creates and drops a table to make
     /// one: a schema write at every open, even into a file the store should only read.
-    static func grdbConfiguration(busyTimeout: Duration, durability: CountdownStore.Durability = .normal) -> GRDB.Configuration {
+    static func grdbConfiguration(busyTimeout: Duration, durability: CountdownStore.Durability) -> GRDB.Configuration {
         var configuration = GRDB.Configuration()
-        configuration.busyMode = .timeout(TimeInterval(busyTimeout.milliseconds) / 1000)
+        configuration.busyMode = busyMode(busyTimeout)
         configuration.label = "CountdownStore"
         configuration.prepareDatabase { db in
             try switchToWAL(db, busyTimeout: busyTimeout)
@@ -35,6 +35,11 @@ enum DatabaseOpening {
             }
         }
         return configuration
+    }
+
+    /// GRDB's busy mode for waiting up to `busyTimeout` for another connection's lock.
+    static func busyMode(_ busyTimeout: Duration) -> Database.BusyMode {
+        .timeout(TimeInterval(busyTimeout.milliseconds) / 1000)
     }
 
     /// Puts the file in WAL mode unless it is already, waiting up to `busyTimeout` for other
@@ -69,7 +74,7 @@ enum DatabaseOpening {
     ///
     /// One serialized connection (a `DatabaseQueue`): operations are short, ticks are computed in
     /// memory, and other processes still read and write beside it through WAL.
-    static func open(path: String, busyTimeout: Duration, durability: CountdownStore.Durability = .normal) throws(CountdownError) -> DatabaseQueue {
+    static func open(path: String, busyTimeout: Duration, durability: CountdownStore.Durability) throws(CountdownError) -> DatabaseQueue {
         try createIfMissing(path)
         CrashPoints.reach(.fileCreated)
         try probe(path: path, busyTimeout: busyTimeout)
@@ -113,7 +118,7 @@ enum DatabaseOpening {
         try translatingErrorsNow(path: path) {
             var configuration = GRDB.Configuration()
             configuration.readonly = true
-            configuration.busyMode = .timeout(TimeInterval(busyTimeout.milliseconds) / 1000)
+            configuration.busyMode = busyMode(busyTimeout)
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
             try queue.read { db in
@@ -150,7 +155,7 @@ enum DatabaseOpening {
         guard let journal, journal > 0 else { return }
         do {
             var configuration = GRDB.Configuration()
-            configuration.busyMode = .timeout(TimeInterval(busyTimeout.milliseconds) / 1000)
+            configuration.busyMode = busyMode(busyTimeout)
             // Opening reads the schema, which rolls a hot journal back under SQLite's own locks.
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             try queue.close()

@@ -60,7 +60,7 @@ struct OpeningTests {
     func missingFirstClockRow() async throws {
         let folder = try TemporaryFolder()
         let path = folder.path()
-        let queue = try DatabaseOpening.open(path: path, busyTimeout: .seconds(1))
+        let queue = try DatabaseOpening.open(path: path, busyTimeout: .seconds(1), durability: .normal)
         try Migrator().migrate(queue)
         try queue.close()
 

@@ -30,14 +30,14 @@ final class Trap: @unchecked Sendable {
 
     init?(_ name: String) {
         self.name = name
-        let (base, occurrence) = name.split(separator: "@").map(String.init).splitFirst
-        self.occurrence = occurrence.flatMap(Int.init) ?? 1
+        let parts = name.split(separator: "@", maxSplits: 1).map(String.init)
+        guard let base = parts.first else { return nil }
+        occurrence = parts.count > 1 ? Int(parts[1]) ?? 1 : 1
         if let range = base.range(of: ".during-") {
             let prefix = base[..<range.lowerBound]
-            duringWrite = Int(base[range.upperBound...])
-            guard duringWrite != nil else { return nil }
+            guard prefix == "close" || prefix == "checkpoint", let write = Int(base[range.upperBound...]) else { return nil }
+            duringWrite = write
             point = prefix == "close" ? .closeBeforeCheckpoint : .checkpointBefore
-            guard prefix == "close" || prefix == "checkpoint" else { return nil }
         } else {
             guard let point = CrashPoints.Point(rawValue: base) else { return nil }
             self.point = point
@@ -63,10 +63,6 @@ final class Trap: @unchecked Sendable {
             die()
         }
     }
-}
-
-extension Array where Element == String {
-    fileprivate var splitFirst: (String, String?) { (self.first ?? "", count > 1 ? self[1] : nil) }
 }
 
 /// A fixed script of operations for the crash-point suite: see the usage at the top of `Helper.swift`.
