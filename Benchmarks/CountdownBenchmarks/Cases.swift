@@ -204,7 +204,7 @@ struct Benchmarks {
             round += 1
             let store = try CountdownStore(path: try await dueCopy("expire-ours-\(round).sqlite"))
             var expired = 0
-            let seconds = try await timed { expired = try await store.expireDue(limit: count).count }
+            let seconds = try await timed { expired = try await store.expireDue().count }
             precondition(expired == count, "expired \(expired) of \(count)")
             try await store.close()
             return Double(count) / seconds

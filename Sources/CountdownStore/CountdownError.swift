@@ -29,6 +29,9 @@ public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible
         public static let invalidDuration = Code("invalidDuration", .invalidInput)
         /// Any other argument out of range: a limit, an instant, a cursor, a batch with a repeated key.
         public static let invalidArgument = Code("invalidArgument", .invalidInput)
+        /// A server time that would move the store wall clock back, or more than a day ahead,
+        /// handed to ``CountdownStore/calibrate(serverTime:force:)`` without `force`.
+        public static let calibrationNeedsForce = Code("calibrationNeedsForce", .invalidInput)
         /// No item has that key.
         public static let notFound = Code("notFound", .notFound)
         /// Starting a key that is already running or paused, without asking to replace it.
@@ -75,6 +78,22 @@ public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible
 }
 
 extension CountdownError {
+    /// A calibration refused without `force`, saying what W would do.
+    static func calibrationNeedsForce(serverMs: Int64, wallMs: Int64, differenceMs: Int64) -> CountdownError {
+        let server = StoreTime.iso8601(milliseconds: serverMs)
+        let wall = StoreTime.iso8601(milliseconds: wallMs)
+        if differenceMs < 0 {
+            let behind = DurationText.format(milliseconds: -differenceMs)
+            return CountdownError(
+                .calibrationNeedsForce,
+                "refused server time \(server): it is \(behind) behind the store clock (\(wall)), which never goes back; calibrated to it, the store clock would advance at half speed for \(DurationText.format(milliseconds: -2 * differenceMs)) until the server time caught up; calibrate with force to accept that")
+        }
+        let ahead = DurationText.format(milliseconds: differenceMs)
+        return CountdownError(
+            .calibrationNeedsForce,
+            "refused server time \(server): it is \(ahead) ahead of the store clock (\(wall)), more than a day; the store clock never goes back, so undoing it would leave the store clock at half speed for \(DurationText.format(milliseconds: 2 * differenceMs)); calibrate with force to accept it")
+    }
+
     static func notFound(_ key: String) -> CountdownError {
         CountdownError(.notFound, "no countdown with key \(quoted(key))")
     }

@@ -28,7 +28,8 @@ public struct ClockStatus: Sendable, Hashable {
 extension CountdownStore {
     /// The persisted clock state and lease, with the clocks extrapolated to now.
     public func clockStatus() async throws(CountdownError) -> ClockStatus {
-        try await reading { tx, time in
+        try await reading { tx, now in
+            let time = now.clocks
             guard let checkpoint = try tx.checkpoint() else {
                 throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
             }
@@ -45,26 +46,18 @@ extension CountdownStore {
         }
     }
 
-    /// Marks running countdowns that have reached their deadline `expired`, oldest deadline
-    /// first, in one transaction that also appends their expiry events (with deadline, firing
-    /// instant, lateness and generation). The ticker calls this; a host without one may too.
+    /// Records the expiry of every running countdown that has reached its deadline, oldest
+    /// deadline first, in one transaction that also appends their expiry events (with the instant
+    /// each reached zero, the instant it was recorded, lateness and generation).
     ///
-    /// - Returns: the items expired, at most `limit`.
+    /// Every write of the store does this first, so this is a write that does nothing else. The
+    /// ticker calls it at each deadline; a host without one may too. A countdown that has reached
+    /// zero is already `expired` for every reader before its expiry is recorded; recording it
+    /// appends the event consumers receive.
+    ///
+    /// - Returns: the items expired.
     @discardableResult
-    public func expireDue(limit: Int = 1000) async throws(CountdownError) -> [Countdown] {
-        let limit = try Validate.limit(limit)
-        return try await writing { tx, time in
-            var due: [ItemRecord] = []
-            for policy in CountdownPolicy.allCases {
-                due += try tx.running(policy: policy, dueBy: time.timeline(policy), group: nil, limit: limit)
-            }
-            // Oldest first: the most overdue on its own timeline came due earliest.
-            due.sort { ($0.sortRemainingMs(at: time), $0.key) < ($1.sortRemainingMs(at: time), $1.key) }
-            return try due.prefix(limit).map { item in
-                var item = item
-                try Self.expire(&item, tx, time)
-                return item.countdown(at: time)
-            }
-        }
+    public func expireDue() async throws(CountdownError) -> [Countdown] {
+        try await writing(notifies: false) { _, now, expired in expired.map { $0.countdown(at: now) } }
     }
 }

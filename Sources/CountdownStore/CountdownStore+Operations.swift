@@ -158,7 +158,7 @@ extension CountdownStore {
     }
 
     private static func start(
-        _ request: ValidRequest, whenActive: WhenActive, _ tx: any RepositoryWriting, _ time: StoreTime
+        _ request: ValidRequest, whenActive: WhenActive, _ tx: any RepositoryWriting, _ time: Now
     ) throws -> Countdown {
         var item = ItemRecord(
             key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,
@@ -166,10 +166,9 @@ extension CountdownStore {
         // A new key (the common case) is one statement; a removed key's generations never repeat.
         var replacing = false
         if try !tx.insertNew(&item) {
-            guard var existing = try tx.item(key: request.key) else {
+            guard let existing = try tx.item(key: request.key) else {
                 throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
             }
-            try settleIfDue(&existing, tx, time)
             if existing.state.isActive {
                 switch whenActive {
                 case .refuse:
@@ -193,14 +192,8 @@ extension CountdownStore {
         return item.countdown(at: time)
     }
 
-    /// Marks a running countdown that has reached its deadline expired, with its expiry event,
-    /// so that no operation acts on a countdown that is already over.
-    static func settleIfDue(_ item: inout ItemRecord, _ tx: any RepositoryWriting, _ time: StoreTime) throws {
-        guard item.isDue(at: time) else { return }
-        try expire(&item, tx, time)
-    }
-
-    static func expire(_ item: inout ItemRecord, _ tx: any RepositoryWriting, _ time: StoreTime) throws {
+    /// Records the expiry of a countdown, with its expiry event.
+    static func expire(_ item: inout ItemRecord, _ tx: any RepositoryWriting, _ time: Now) throws {
         let (deadlineAt, late) = item.expire(at: time)
         try tx.update(item)
         try tx.append(
@@ -211,14 +204,14 @@ extension CountdownStore {
 
     // MARK: - Changing one item
 
-    /// Runs `change` on the item under `key` in one transaction, after settling a due countdown.
+    /// Runs `change` on the item under `key` in one transaction. A countdown that had come due was
+    /// recorded expired first (every write does that), so `change` sees it expired.
     private func change(
-        _ key: String, _ change: @escaping @Sendable (inout ItemRecord, any RepositoryWriting, StoreTime) throws -> Void
+        _ key: String, _ change: @escaping @Sendable (inout ItemRecord, any RepositoryWriting, Now) throws -> Void
     ) async throws(CountdownError) -> Countdown {
         let key = try Validate.key(key)
         return try await writing { tx, time in
             guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
-            try Self.settleIfDue(&item, tx, time)
             try change(&item, tx, time)
             return item.countdown(at: time)
         }

@@ -106,28 +106,46 @@ public final class CountdownStore: Sendable {
 
     // MARK: - Transactions with the clocks moved to now
 
-    /// Runs `body` in one write transaction, after moving the store's clocks to now and checkpointing them.
+    /// Runs `body` in one write transaction, after moving the store's clocks to now,
+    /// recording the expiry of every countdown that has come due, and checkpointing the clocks.
+    ///
+    /// When `body` refuses (throws a ``CountdownError``) the transaction is rolled back, except
+    /// for the expiries it recorded on the way: a countdown found over stays over, with its event.
     ///
     /// - Parameter notifies: whether the write changes items or events, so that waiters
-    ///   (the ticker, event streams) should look again once it commits.
+    ///   (the ticker, event streams) should look again once it commits. Recorded expiries notify
+    ///   whatever it says.
     func writing<T: Sendable>(
         notifies: Bool = true,
-        _ body: @escaping @Sendable (any RepositoryWriting, StoreTime) throws -> T
+        _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
     ) async throws(CountdownError) -> T {
-        let result = try await translatingErrors(path: path) {
+        try await writing(notifies: notifies) { tx, now, _ in try body(tx, now) }
+    }
+
+    /// ``writing(notifies:_:)`` whose body also gets the countdowns that moving the clocks expired.
+    func writing<T: Sendable>(
+        notifies: Bool = true,
+        _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
+    ) async throws(CountdownError) -> T {
+        let outcome: (result: Result<T, CountdownError>, expired: Bool) = try await translatingErrors(path: path) {
             try await repository.write { tx in
-                let time = try self.advanceClocks(tx)
-                return try body(tx, time)
+                let (now, expired) = try self.advanceClocks(tx)
+                guard !expired.isEmpty else { return (.success(try body(tx, now, expired)), false) }
+                do {
+                    return (.success(try tx.savepoint { try body(tx, now, expired) }), true)
+                } catch let refusal as CountdownError {
+                    return (.failure(refusal), true)
+                }
             }
         }
-        if notifies { changes.bump() }
-        return result
+        if notifies || outcome.expired { changes.bump() }
+        return try outcome.result.get()
     }
 
     /// Keeps the checkpoint and lease as this transaction leaves them: called by the few
     /// operations that change either after ``advanceClocks(_:)`` recorded them.
     private func remember(_ tx: any RepositoryReading) throws {
-        let (checkpoint, lease) = try tx.clocks()
+        let (checkpoint, lease, _) = try tx.clocks()
         remember(checkpoint, leaseExpiry: lease.expiresAtMs)
     }
 
@@ -140,52 +158,65 @@ public final class CountdownStore: Sendable {
 
     /// The store's clocks now, computed from the last checkpoint this instance saw, without a query;
     /// `nil` before the first transaction.
-    func cachedTime() -> StoreTime? {
+    func cachedTime() -> Now? {
         let reading = ClockReading(configuration.clock)
         let (checkpoint, leaseExpiry) = state.withLock { ($0.lastCheckpoint, $0.lastLeaseExpiry) }
         guard let checkpoint else { return nil }
-        return raiseFloor(checkpoint.extrapolate(to: reading, leaseExpiresAt: leaseExpiry).time)
+        let extrapolation = checkpoint.extrapolate(to: reading, leaseExpiresAt: leaseExpiry)
+        return Now(raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
     }
 
     /// Runs `body` in one read transaction with the store's clocks extrapolated to now.
+    ///
+    /// The body also learns whether any running countdown has come due (expired for every
+    /// reader, not recorded yet), from the soonest deadlines the clock query reads anyway.
     func reading<T: Sendable>(
-        _ body: @escaping @Sendable (any RepositoryReading, StoreTime) throws -> T
+        _ body: @escaping @Sendable (any RepositoryReading, Now) throws -> T
+    ) async throws(CountdownError) -> T {
+        try await reading { tx, now, _ in try body(tx, now) }
+    }
+
+    /// ``reading(_:)`` whose body also gets the soonest deadlines of running countdowns.
+    func reading<T: Sendable>(
+        _ body: @escaping @Sendable (any RepositoryReading, Now, SoonestDeadlines) throws -> T
     ) async throws(CountdownError) -> T {
         try await translatingErrors(path: path) {
             try await repository.read { tx in
-                let (extrapolation, checkpoint, lease) = try self.extrapolate(tx)
+                let (extrapolation, checkpoint, lease, soonest) = try self.extrapolate(tx)
                 self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
-                return try body(tx, self.raiseFloor(extrapolation.time))
+                let now = Now(self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
+                return try body(tx, now, soonest)
             }
         }
     }
 
     private func extrapolate(
         _ tx: any RepositoryReading, at reading: ClockReading? = nil
-    ) throws -> (Extrapolation, Checkpoint, Lease) {
-        let (stored, lease) = try tx.clocks()
+    ) throws -> (Extrapolation, Checkpoint, Lease, SoonestDeadlines) {
+        let (stored, lease, soonest) = try tx.clocks()
         guard let checkpoint = stored else {
             throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
         }
         let reading = reading ?? ClockReading(configuration.clock)
-        return (checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease)
+        return (checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease, soonest)
     }
 
-    /// The boot-clock instant at which the next running countdown comes due, from the deadline
-    /// indexes; `nil` when none will come due while the host stays as it is (an `active`
-    /// countdown never comes due while suspended or while nobody holds the lease).
+    /// The boot-clock instant at which the next running countdown comes due, from the soonest
+    /// deadlines (index lookups); now when one has come due and is not recorded yet; `nil` when
+    /// none will come due while the host stays as it is (an `active` countdown never comes due
+    /// while suspended or while nobody holds the lease).
     func nextDueBoot() async throws(CountdownError) -> Int64? {
         let clock = configuration.clock
         return try await translatingErrors(path: path) {
             try await repository.read { tx in
                 let reading = ClockReading(clock)
-                let (extrapolation, checkpoint, lease) = try self.extrapolate(tx, at: reading)
+                let (extrapolation, checkpoint, lease, soonest) = try self.extrapolate(tx, at: reading)
                 self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
                 let time = self.raiseFloor(extrapolation.time)
                 var policies: [CountdownPolicy] = [.wall]
                 if extrapolation.ticking { policies.append(.active) }
-                return try policies.compactMap { policy in
-                    try tx.nextDeadline(policy: policy).map { reading.boot + max(0, $0.sortRemainingMs(at: time)) }
+                return policies.compactMap { policy in
+                    soonest[policy].map { reading.boot + max(0, $0 - time.timeline(policy)) }
                 }.min()
             }
         }
@@ -211,14 +242,18 @@ public final class CountdownStore: Sendable {
         }
     }
 
-    /// Moves the checkpoint to now, recording a clock event when the system clock was moved.
-    private func advanceClocks(_ tx: any RepositoryWriting) throws -> StoreTime {
+    /// Moves the checkpoint to now, recording a clock event when the system clock was moved,
+    /// and first the expiry of every countdown that came due since the last checkpoint (oldest
+    /// first), so that no checkpoint ever passes a deadline whose expiry is not recorded.
+    private func advanceClocks(_ tx: any RepositoryWriting) throws -> (Now, [ItemRecord]) {
         // One reading for both: the new checkpoint's boot instant must be the one its clocks
         // were extrapolated to, or every transaction that straddles a millisecond would count
         // that millisecond twice.
         let reading = ClockReading(configuration.clock)
-        let (extrapolation, checkpoint, lease) = try extrapolate(tx, at: reading)
+        let (extrapolation, checkpoint, lease, soonest) = try extrapolate(tx, at: reading)
         let time = raiseFloor(extrapolation.time)
+        let now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
+        let expired = soonest.anyDue(at: time) ? try Self.expireDue(tx, now) : []
         var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
         let tolerance = configuration.clockEditTolerance.milliseconds
         let edited =
@@ -243,14 +278,26 @@ public final class CountdownStore: Sendable {
         if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew }
         try tx.save(next, creating: false)
         remember(next, leaseExpiry: lease.expiresAtMs)
-        return time
+        return (now, expired)
+    }
+
+    /// Records the expiry of every running countdown due at `now`, oldest deadline first (the
+    /// most overdue on its own timeline came due earliest), each with its expiry event.
+    private static func expireDue(_ tx: any RepositoryWriting, _ now: Now) throws -> [ItemRecord] {
+        var due: [ItemRecord] = []
+        for policy in CountdownPolicy.allCases {
+            due += try tx.running(policy: policy, dueBy: now.timeline(policy), group: nil, limit: Int(Int32.max))
+        }
+        due.sort { ($0.sortRemainingMs(at: now), $0.key) < ($1.sortRemainingMs(at: now), $1.key) }
+        for index in due.indices { try expire(&due[index], tx, now) }
+        return due
     }
 
     // MARK: - Time, lease and host lifecycle
 
     /// The store's clocks now.
     public func now() async throws(CountdownError) -> StoreTime {
-        try await reading { _, time in time }
+        try await reading { _, now in now.clocks }
     }
 
     /// Whether this instance holds the store's lease after a ``heartbeat()``.
@@ -322,20 +369,40 @@ public final class CountdownStore: Sendable {
         }
     }
 
+    /// How far ahead of the store wall clock a calibration may move it without `force`: one day.
+    public static let calibrationForwardLimit: Duration = .seconds(24 * 60 * 60)
+
     /// Sets the store wall clock to a trusted time (a server's), persisted as an offset from the
-    /// system clock. Durations are unaffected: only instants move. The wall clock never goes
-    /// backwards: after a calibration to an earlier time it holds still until the trusted time
-    /// catches up.
+    /// system clock. Durations are unaffected: only instants move.
     ///
+    /// The wall clock W never goes backwards. A server time behind W by more than
+    /// ``Configuration/clockEditTolerance`` is refused unless `force` is set; with `force`, W
+    /// advances at half speed from where it is until the trusted time catches up (twice as long
+    /// as the difference), so instants written meanwhile stay distinct and ordered. Within the
+    /// tolerance it does the same without `force`. A server time more than
+    /// ``calibrationForwardLimit`` ahead of W is refused unless `force` is set too: moved there,
+    /// W could only come back by waiting.
+    ///
+    /// - Parameters:
+    ///   - serverTime: the trusted time now, between 1970 and 9999.
+    ///   - force: accept a server time behind W, or more than a day ahead of it.
     /// - Returns: the store's clocks right after the calibration.
+    /// - Throws: ``CountdownError/Code/invalidArgument`` for a time out of range, or one that
+    ///   needs `force` without it (nothing is written then).
     @discardableResult
-    public func calibrate(serverTime: Date) async throws(CountdownError) -> StoreTime {
+    public func calibrate(serverTime: Date, force: Bool = false) async throws(CountdownError) -> StoreTime {
         guard let serverMs = serverTime.checkedMillisecondsSince1970, serverMs >= 0, serverMs < 253_402_300_800_000 else {
             throw CountdownError(.invalidArgument, "invalid server time \(serverTime.described): must be between 1970 and 9999")
         }
         let clock = configuration.clock
+        let tolerance = configuration.clockEditTolerance.milliseconds
+        let forwardLimit = Self.calibrationForwardLimit.milliseconds
         let time = try await writing { tx, time in
-            guard var checkpoint = try tx.checkpoint() else { return time }
+            guard var checkpoint = try tx.checkpoint() else { return time.clocks }
+            let difference = serverMs - time.wall
+            if !force && (difference < -tolerance || difference > forwardLimit) {
+                throw CountdownError.calibrationNeedsForce(serverMs: serverMs, wallMs: time.wall, differenceMs: difference)
+            }
             let reading = ClockReading(clock)
             let previousOffset = checkpoint.calibrationOffset
             let shift = serverMs - checkpoint.heartbeatAt

@@ -97,7 +97,11 @@ extension Countdown {
         lines.append(("elapsed", DurationText.format(elapsed)))
         if let remaining { lines.append(("remaining", DurationText.format(remaining))) }
         lines.append(("started at", StoreTime.iso8601(startedAt)))
-        if let deadlineAt { lines.append(("deadline at", StoreTime.iso8601(deadlineAt))) }
+        if let deadlineAt {
+            lines.append(("deadline at", StoreTime.iso8601(deadlineAt)))
+        } else if state == .running, kind == .countdown {
+            lines.append(("deadline at", "- (an active countdown counts only while a ticker runs)"))
+        }
         if let expiredAt { lines.append(("expired at", StoreTime.iso8601(expiredAt))) }
         lines.append(("generation", String(generation)))
         if let payload { lines.append(("payload", payload.jsonText)) }
@@ -105,20 +109,58 @@ extension Countdown {
     }
 }
 
-/// Prints `items` as a table for people.
-func printTable(_ items: [Countdown]) {
-    guard !items.isEmpty else {
-        print("no countdowns")
-        return
+/// Prints items a page at a time, as they are read.
+protocol ItemPrinter {
+    /// Prints one page of items.
+    mutating func print(_ items: [Countdown])
+    /// Ends the output.
+    mutating func finish()
+}
+
+/// One JSON array, an object per line, printed as pages come: memory does not grow with the count.
+struct JSONArrayPrinter: ItemPrinter {
+    private var first = true
+
+    mutating func print(_ items: [Countdown]) {
+        for item in items {
+            Swift.print(first ? "[" : ",", terminator: "")
+            Swift.print(item.json.text)
+            first = false
+        }
     }
-    let rows = [["KEY", "STATE", "REMAINING", "ELAPSED", "GROUP", "POLICY", "KIND"]] + items.map { item in
-        [item.key, item.state.rawValue, item.remaining.map(DurationText.format) ?? "-", DurationText.format(item.elapsed),
-         item.group ?? "-", item.policy.rawValue, item.kind.rawValue]
+
+    mutating func finish() {
+        Swift.print(first ? "[]" : "]")
     }
-    let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
-    for row in rows {
-        print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
-            .trimmingCharacters(in: .whitespaces))
+}
+
+/// A table for people, printed as pages come; columns are as wide as the widest value so far.
+struct TablePrinter: ItemPrinter {
+    private var widths: [Int]?
+
+    private static let header = ["KEY", "STATE", "REMAINING", "ELAPSED", "GROUP", "POLICY", "KIND"]
+
+    mutating func print(_ items: [Countdown]) {
+        guard !items.isEmpty else { return }
+        let rows = items.map { item in
+            [item.key, item.state.rawValue, item.remaining.map(DurationText.format) ?? "-", DurationText.format(item.elapsed),
+             item.group ?? "-", item.policy.rawValue, item.kind.rawValue]
+        }
+        let first = widths == nil
+        var widths = widths ?? Self.header.map(\.count)
+        for row in rows {
+            for (column, value) in row.enumerated() { widths[column] = max(widths[column], value.count) }
+        }
+        self.widths = widths
+        for row in (first ? [Self.header] : []) + rows {
+            Swift.print(
+                zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+                    .trimmingCharacters(in: .whitespaces))
+        }
+    }
+
+    mutating func finish() {
+        if widths == nil { Swift.print("no countdowns") }
     }
 }
 

@@ -40,19 +40,32 @@ struct OperationsTests {
         #expect(try await store.startStopwatch("otp").generation == 4)
     }
 
-    @Test("A due countdown is expired before anything else happens to it")
-    func dueCountdownIsSettledFirst() async throws {
+    @Test("A countdown past its deadline is expired for every reader; a refused write still records its expiry")
+    func dueCountdownIsExpiredAndARefusalRecordsIt() async throws {
         let fixture = try Fixture()
-        let store = try await fixture.openTicking()
-        try await store.start("otp", duration: .seconds(10))
-        try await run(store, fixture.clock, for: .seconds(12))
+        let store = try fixture.open()  // no ticker
+        let started = try await store.start("otp", duration: .seconds(10))
+        fixture.clock.advance(by: .seconds(12))
         let due = try #require(try await store.countdown("otp"))
-        #expect(due.state == .running && due.isDue && due.remaining == .zero && due.elapsed == .seconds(10))
+        let reachedZero = started.startedAt.addingTimeInterval(10)
+        #expect(due.state == .expired && due.remaining == .zero && due.elapsed == .seconds(10))
+        #expect(due.expiredAt == reachedZero && due.deadlineAt == reachedZero)
+        #expect(try await events(store, key: "otp", kind: "expired").isEmpty, "nothing has recorded it yet")
+
+        fixture.clock.advance(by: .seconds(3))
+        #expect(try await store.countdown("otp")?.expiredAt == reachedZero, "the instant does not move")
         await expectError(.wrongState) { try await store.pause("otp") }
-        let started = try await store.start("otp", duration: .seconds(10))  // not active any more: no replace needed
-        #expect(started.generation == 2)
-        let expiry = try #require(try await events(store, key: "otp", kind: "expired").first)
-        #expect(expiry.generation == 1 && expiry.lateMs == 2000)
+        let expiry = try #require(try await events(store, key: "otp", kind: "expired").first, "the refusal kept the expiry")
+        #expect(expiry.generation == 1 && expiry.lateMs == 5000)
+        #expect(expiry.deadlineAtMs == started.startedAt.millisecondsSince1970 + 10_000)
+        #expect(expiry.firedAtMs == started.startedAt.millisecondsSince1970 + 15_000)
+        let recorded = try #require(try await store.countdown("otp"))
+        #expect(recorded.state == .expired && recorded.expiredAt == reachedZero)
+        #expect(try await events(store, key: "otp", kind: "paused").isEmpty, "the refused pause wrote nothing of its own")
+
+        let again = try await store.start("otp", duration: .seconds(10))  // not active any more: no replace needed
+        #expect(again.generation == 2)
+        #expect(try await events(store, key: "otp", kind: "expired").count == 1)
     }
 
     @Test("Pause, resume, cancel, restart and remove move the state and record events")
@@ -170,7 +183,7 @@ struct OperationsTests {
         try await store.start("otp", duration: .seconds(1))
         try await store.restart("otp")  // generation 2
         try await run(store, fixture.clock, for: .seconds(2))
-        #expect(try await store.expireDue().map(\.generation) == [2])
+        #expect(try await events(store, key: "otp", kind: "expired").map(\.generation) == [2], "the heartbeat recorded it")
         try await run(store, fixture.clock, for: .hours(2), step: .minutes(1))
         #expect(try await store.prune(olderThan: .hours(1)).items == 1)
         #expect(try await store.countdown("otp") == nil)

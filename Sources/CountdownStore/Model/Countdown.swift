@@ -61,7 +61,8 @@ public struct Countdown: Sendable, Hashable, Identifiable {
     public var kind: CountdownKind
     /// Which time the item counts.
     public var policy: CountdownPolicy
-    /// Running, paused, expired or cancelled.
+    /// Running, paused, expired or cancelled. A countdown is expired from the instant its
+    /// remaining time reaches zero, for every reader, whether or not its expiry is recorded yet.
     public var state: CountdownState
     /// The total duration of a countdown; `nil` for a stopwatch.
     public var duration: Duration?
@@ -71,9 +72,13 @@ public struct Countdown: Sendable, Hashable, Identifiable {
     public var remaining: Duration?
     /// When the item (re)started, on the store wall clock.
     public var startedAt: Date
-    /// When a running countdown will reach zero if nothing changes; `nil` otherwise.
+    /// When a countdown reaches zero, on the store wall clock: for a running one, if nothing
+    /// changes (an `active` one has none while no ticker holds the store: it does not count down
+    /// meanwhile); for an expired one, the instant it reached zero. `nil` while paused, once
+    /// cancelled, and for a stopwatch.
     public var deadlineAt: Date?
-    /// When the countdown expired; `nil` unless expired.
+    /// The instant the countdown's remaining time reached zero, on the store wall clock, whether
+    /// or not its expiry was recorded yet; `nil` unless expired.
     public var expiredAt: Date?
     /// Bumped by every restart, extend, shorten and replace; events name the generation they belong to.
     public var generation: Int64
@@ -87,10 +92,6 @@ public struct Countdown: Sendable, Hashable, Identifiable {
 
     /// Whether the item is running or paused.
     public var isActive: Bool { state.isActive }
-
-    /// Whether a running countdown has reached zero but has not been marked expired yet
-    /// (the ticker does that; without one, it stays running with nothing remaining).
-    public var isDue: Bool { state == .running && kind == .countdown && remaining == .zero }
 }
 
 extension Duration {

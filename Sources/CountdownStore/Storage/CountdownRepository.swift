@@ -7,8 +7,25 @@ struct Lease: Sendable, Hashable {
     var expiresAtMs: Int64
 }
 
+/// The earliest deadline of a running countdown on each timeline: what tells a transaction, at
+/// no extra query, whether any countdown has come due.
+struct SoonestDeadlines: Sendable, Hashable {
+    var wall: Int64?
+    var active: Int64?
+
+    /// The earliest deadline on `policy`'s timeline.
+    subscript(policy: CountdownPolicy) -> Int64? {
+        policy == .wall ? wall : active
+    }
+
+    /// Whether a running countdown has reached its deadline at `time`.
+    func anyDue(at time: some ClockInstant) -> Bool {
+        CountdownPolicy.allCases.contains { policy in self[policy].map { $0 <= time.timeline(policy) } ?? false }
+    }
+}
+
 /// A position in the soonest-first order of one source of active items: `(sort value, key)`.
-struct SortPosition: Sendable, Hashable {
+struct SortPosition: Sendable, Hashable, Codable {
     var value: Int64
     var key: String
 }
@@ -25,19 +42,26 @@ struct CountRow: Sendable, Hashable {
 protocol RepositoryReading {
     func checkpoint() throws -> Checkpoint?
     func lease() throws -> Lease
-    /// The checkpoint and the lease, in one query: what every transaction reads first.
-    func clocks() throws -> (Checkpoint?, Lease)
+    /// The checkpoint, the lease and the soonest deadlines, in one query: what every transaction reads first.
+    func clocks() throws -> (Checkpoint?, Lease, SoonestDeadlines)
     func item(key: String) throws -> ItemRecord?
-    /// Running countdowns of one policy in deadline order, strictly after `after` (a deadline and key).
-    func running(policy: CountdownPolicy, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord]
+    /// Running countdowns of one policy in deadline order, strictly after `after` (a deadline and
+    /// key), with a deadline later than `notDueBy` when given.
+    func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?, limit: Int) throws -> [ItemRecord]
     /// Running countdowns of one policy whose deadline is at most `deadline`, in deadline order.
     func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int) throws -> [ItemRecord]
+    /// Running countdowns of one policy whose deadline is at most `deadline`, latest deadline
+    /// first, strictly before `before` (a deadline and key) in that order.
+    func runningLatestFirst(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, before: SortPosition?, limit: Int) throws -> [ItemRecord]
+    /// Running countdowns of one policy whose deadline is at most `deadline`, counted per group.
+    func dueCounts(policy: CountdownPolicy, dueBy deadline: Int64) throws -> [(group: String?, count: Int)]
     /// Paused countdowns in order of frozen remaining time, strictly after `after`.
     func paused(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord]
-    /// Running or paused stopwatches in key order, strictly after `afterKey`.
-    func activeStopwatches(group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord]
-    /// Expired items, newest first, expired at or after `sinceMs`.
-    func expired(sinceMs: Int64?, group: String?, limit: Int) throws -> [ItemRecord]
+    /// Stopwatches in `states` (running, paused or both) in key order, strictly after `afterKey`.
+    func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord]
+    /// Expired items, newest first, expired at or after `sinceMs`, strictly after `after` (an
+    /// expiry instant and key, in newest-first order).
+    func expired(sinceMs: Int64?, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord]
     /// The running countdown of `policy` with the earliest deadline.
     func nextDeadline(policy: CountdownPolicy) throws -> ItemRecord?
     func counts() throws -> [CountRow]
@@ -45,8 +69,9 @@ protocol RepositoryReading {
     func lastEventID() throws -> Int64
     /// The last generation of `key` before it was removed, if it ever was.
     func retiredGeneration(key: String) throws -> Int64?
-    /// Items that ended in `state` (expired or cancelled), most recently ended first.
-    func ended(_ state: CountdownState, group: String?, limit: Int) throws -> [ItemRecord]
+    /// Cancelled items, most recently cancelled first, strictly after `after` (an end instant and
+    /// key, in that order).
+    func cancelled(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord]
     /// The most recent events, newest first.
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord]
     /// The items with these keys, whatever their state.
@@ -58,6 +83,9 @@ protocol RepositoryReading {
 
 /// Writes inside one transaction.
 protocol RepositoryWriting: RepositoryReading {
+    /// Runs `body` in a savepoint: when it throws, what it wrote is rolled back and the rest of
+    /// the transaction stays.
+    func savepoint<T>(_ body: () throws -> T) throws -> T
     func save(_ checkpoint: Checkpoint, creating: Bool) throws
     func save(_ lease: Lease) throws
     /// Inserts `item` unless its key exists, continuing the generations of a removed key, and

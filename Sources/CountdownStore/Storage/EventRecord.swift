@@ -24,7 +24,7 @@ struct EventRecord: Sendable, Hashable {
     var detail: String?
 
     init(
-        _ kind: EventKind, item: ItemRecord? = nil, at time: StoreTime,
+        _ kind: EventKind, item: ItemRecord? = nil, at time: some ClockInstant,
         deadlineAtMs: Int64? = nil, firedAtMs: Int64? = nil, lateMs: Int64? = nil,
         payload: CountdownPayload? = nil, detail: [String: Int64]? = nil
     ) {

@@ -187,30 +187,37 @@ struct SQLiteTransaction: RepositoryWriting {
         } ?? Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
     }
 
-    func clocks() throws -> (Checkpoint?, Lease) {
+    func clocks() throws -> (Checkpoint?, Lease, SoonestDeadlines) {
         // Whether any key was ever removed comes along: a start needs it, and it costs no statement here.
+        // So do the soonest deadlines, two index lookups: whether anything has come due.
         let sql = """
             SELECT \(Self.checkpointColumns), l.holder, l.acquired_at_ms, l.expires_at_ms,
-                EXISTS (SELECT 1 FROM countdown_retired_keys)
+                EXISTS (SELECT 1 FROM countdown_retired_keys),
+                (SELECT deadline_ms FROM countdowns INDEXED BY countdowns_running_by_deadline
+                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'wall' ORDER BY deadline_ms LIMIT 1),
+                (SELECT deadline_ms FROM countdowns INDEXED BY countdowns_running_by_deadline
+                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'active' ORDER BY deadline_ms LIMIT 1)
             FROM countdown_clock AS c LEFT JOIN countdown_lease AS l ON l.id = 1
             WHERE c.id = 1
             """
         return try db.first(sql) { row in
             if memo.anyRetiredKeys == nil { memo.anyRetiredKeys = try row.bool(14) }
-            return (try Self.checkpoint(row), try Self.lease(row, from: 11))
-        } ?? (nil, try lease())
+            let soonest = SoonestDeadlines(wall: row.optionalInt(15), active: row.optionalInt(16))
+            return (try Self.checkpoint(row), try Self.lease(row, from: 11), soonest)
+        } ?? (nil, try lease(), SoonestDeadlines())
     }
 
     func item(key: String) throws -> ItemRecord? {
         try db.first(ItemRecord.select + " WHERE key = ?", bind: { $0.add(key) }, ItemRecord.init)
     }
 
-    func running(policy: CountdownPolicy, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
+    func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?, limit: Int) throws -> [ItemRecord] {
         try ItemQuery(
             "state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", policy.rawValue,
             index: group == nil ? "countdowns_running_by_deadline" : "countdowns_running_by_group"
         )
         .and("group_name = ?", group)
+        .and("deadline_ms > ?", notDueBy)
         .and("(deadline_ms, key) > (?, ?)", after)
             .fetch(db, orderedBy: "deadline_ms, key", limit: limit)
     }
@@ -225,6 +232,32 @@ struct SQLiteTransaction: RepositoryWriting {
             .fetch(db, orderedBy: "deadline_ms, key", limit: limit)
     }
 
+    func runningLatestFirst(
+        policy: CountdownPolicy, dueBy deadline: Int64, group: String?, before: SortPosition?, limit: Int
+    ) throws -> [ItemRecord] {
+        try ItemQuery(
+            "state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", policy.rawValue,
+            index: group == nil ? "countdowns_running_by_deadline" : "countdowns_running_by_group"
+        )
+        .and("group_name = ?", group)
+        .and("deadline_ms <= ?", deadline)
+        .and("(deadline_ms, key) < (?, ?)", before)
+            .fetch(db, orderedBy: "deadline_ms DESC, key DESC", limit: limit)
+    }
+
+    func dueCounts(policy: CountdownPolicy, dueBy deadline: Int64) throws -> [(group: String?, count: Int)] {
+        try db.all(
+            """
+            SELECT group_name, count(*) FROM countdowns INDEXED BY countdowns_running_by_deadline
+            WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ? AND deadline_ms <= ? GROUP BY group_name
+            """,
+            bind: { values in
+                values.add(policy.rawValue)
+                values.add(deadline)
+            }
+        ) { row in (row.optionalText(0), Int(try row.int(1))) }
+    }
+
     func paused(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
         try ItemQuery(
             "state = 'paused' AND deadline_ms IS NOT NULL",
@@ -235,9 +268,11 @@ struct SQLiteTransaction: RepositoryWriting {
             .fetch(db, orderedBy: "deadline_ms - paused_at_ms, key", limit: limit)
     }
 
-    func activeStopwatches(group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord] {
-        try ItemQuery(
-            "kind = 'stopwatch' AND state IN ('running', 'paused')",
+    func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord] {
+        // Both states use the index as it is; one state filters its entries (written out: a literal).
+        let only = states.count == 1 ? states.first.map { " AND state = '\($0.rawValue)'" } ?? "" : ""
+        return try ItemQuery(
+            "kind = 'stopwatch' AND state IN ('running', 'paused')" + only,
             index: group == nil ? "countdowns_active_stopwatches" : "countdowns_active_stopwatches_by_group"
         )
         .and("group_name = ?", group)
@@ -245,11 +280,12 @@ struct SQLiteTransaction: RepositoryWriting {
             .fetch(db, orderedBy: "key", limit: limit)
     }
 
-    func expired(sinceMs: Int64?, group: String?, limit: Int) throws -> [ItemRecord] {
+    func expired(sinceMs: Int64?, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
         try ItemQuery("state = 'expired'", index: group == nil ? "countdowns_expired_by_time" : "countdowns_expired_by_group")
             .and("expired_at_ms >= ?", sinceMs)
             .and("group_name = ?", group)
-            .fetch(db, orderedBy: "expired_at_ms DESC, key", limit: limit)
+            .and("(expired_at_ms, key) < (?, ?)", after)
+            .fetch(db, orderedBy: "expired_at_ms DESC, key DESC", limit: limit)
     }
 
     func nextDeadline(policy: CountdownPolicy) throws -> ItemRecord? {
@@ -275,16 +311,11 @@ struct SQLiteTransaction: RepositoryWriting {
         try db.first("SELECT coalesce(max(id), 0) FROM countdown_events") { try $0.int(0) } ?? 0
     }
 
-    func ended(_ state: CountdownState, group: String?, limit: Int) throws -> [ItemRecord] {
-        // An expired item's end is its expiry: both states have an index in that order.
-        let (index, order) =
-            state == .expired
-            ? (group == nil ? "countdowns_expired_by_time" : "countdowns_expired_by_group", "expired_at_ms DESC, key")
-            : (group == nil ? "countdowns_cancelled_by_time" : "countdowns_cancelled_by_group", "ended_at_ms DESC, key")
-        // The state is written out, not bound: a partial index serves only a literal it implies.
-        return try ItemQuery("state = '\(state.rawValue)'", index: index)
+    func cancelled(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
+        try ItemQuery("state = 'cancelled'", index: group == nil ? "countdowns_cancelled_by_time" : "countdowns_cancelled_by_group")
             .and("group_name = ?", group)
-            .fetch(db, orderedBy: order, limit: limit)
+            .and("(ended_at_ms, key) < (?, ?)", after)
+            .fetch(db, orderedBy: "ended_at_ms DESC, key DESC", limit: limit)
     }
 
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
@@ -324,6 +355,16 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     // MARK: Writing
+
+    func savepoint<T>(_ body: () throws -> T) throws -> T {
+        var value: T?
+        try db.inSavepoint {
+            value = try body()
+            return .commit
+        }
+        guard let value else { throw CountdownError(.storageFailure, "a savepoint ended without a value") }
+        return value
+    }
 
     func save(_ checkpoint: Checkpoint, creating: Bool) throws {
         let sql =

@@ -144,8 +144,8 @@ public final class CountdownTicker: Service, Sendable {
                 dueBoot = holding ? try await store.nextDueBoot() : nil
             }
             if holding, let due = dueBoot, clock.bootMilliseconds >= due {
-                // Expire everything due, oldest first, in batches of one transaction each.
-                while try await store.expireDue(limit: 1000).count == 1000 {}
+                // Record every expiry due, oldest first, in one transaction.
+                try await store.expireDue()
                 continue  // the expiries bumped the version: look at the next deadline
             }
             let nextTick = try await emitTicks()
@@ -223,7 +223,8 @@ public final class CountdownTicker: Service, Sendable {
                 state.tickItemsStale = false
             }
         }
-        guard let time = store.cachedTime() else { return nil }
+        guard let now = store.cachedTime() else { return nil }
+        let time = now.clocks
         let boot = store.configuration.clock.bootMilliseconds
         // Subscriptions due now, taken out of the lock so their figures are computed without it.
         let due = state.withLock { state -> [(id: UInt64, subscription: TickSubscription)] in
@@ -246,7 +247,7 @@ public final class CountdownTicker: Service, Sendable {
         for (_, subscription) in due {
             var tickTime = time
             tickTime.wall = time.wall - time.wall % subscription.intervalMs  // the aligned instant
-            subscription.continuation.yield(TickSnapshot(time: tickTime, items: Self.figures(subscription.items, at: time)))
+            subscription.continuation.yield(TickSnapshot(time: tickTime, items: Self.figures(subscription.items, at: now)))
         }
         return state.withLock { state -> Int64? in
             state.subscriptions.values.compactMap(\.nextWall).map { boot + $0 - time.wall }.min()
@@ -255,7 +256,7 @@ public final class CountdownTicker: Service, Sendable {
 
     /// `items` (in key order) with their figures at `time`, soonest to expire first, stopwatches
     /// last, ties in key order.
-    private static func figures(_ items: [ItemRecord], at time: StoreTime) -> [Countdown] {
+    private static func figures(_ items: [ItemRecord], at time: Now) -> [Countdown] {
         var order: [(sort: Int64, index: Int)] = []
         order.reserveCapacity(items.count)
         for (index, item) in items.enumerated() {

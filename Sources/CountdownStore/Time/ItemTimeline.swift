@@ -10,7 +10,7 @@ extension ItemRecord {
     /// A new running item started at `time`.
     init(
         key: String, group: String?, kind: CountdownKind, policy: CountdownPolicy,
-        durationMs: Int64?, payload: CountdownPayload?, generation: Int64, at time: StoreTime
+        durationMs: Int64?, payload: CountdownPayload?, generation: Int64, at time: some ClockInstant
     ) {
         self.init(
             id: nil, key: key, group: group, kind: kind, policy: policy, state: .running,
@@ -27,7 +27,7 @@ extension ItemRecord {
     }
 
     /// Elapsed time before clamping: it can exceed the duration of a due countdown not yet expired.
-    func rawElapsedMs(at time: StoreTime) -> Int64 {
+    func rawElapsedMs(at time: some ClockInstant) -> Int64 {
         switch state {
         case .running: time.timeline(policy) - startOnTimeline - pausedMs
         case .paused: (pausedAtMs ?? time.timeline(policy)) - startOnTimeline - pausedMs
@@ -36,18 +36,18 @@ extension ItemRecord {
     }
 
     /// Elapsed time, never negative, at most the duration of a countdown.
-    func elapsedMs(at time: StoreTime) -> Int64 {
+    func elapsedMs(at time: some ClockInstant) -> Int64 {
         let elapsed = max(0, rawElapsedMs(at: time))
         return durationMs.map { min(elapsed, $0) } ?? elapsed
     }
 
     /// Remaining time of a countdown, never negative; nil for a stopwatch.
-    func remainingMs(at time: StoreTime) -> Int64? {
+    func remainingMs(at time: some ClockInstant) -> Int64? {
         durationMs.map { $0 - elapsedMs(at: time) }
     }
 
     /// Remaining time used for ordering: negative for a countdown past due.
-    func sortRemainingMs(at time: StoreTime) -> Int64 {
+    func sortRemainingMs(at time: some ClockInstant) -> Int64 {
         switch state {
         case .running: (deadlineMs ?? .max) - time.timeline(policy)
         case .paused: (deadlineMs ?? .max) - (pausedAtMs ?? 0)
@@ -55,35 +55,57 @@ extension ItemRecord {
         }
     }
 
-    /// Whether a running countdown has reached its deadline at `time`.
-    func isDue(at time: StoreTime) -> Bool {
+    /// Whether a running countdown has reached its deadline at `time`: from that instant it is
+    /// expired for every reader, whether or not its expiry has been recorded yet.
+    func isDue(at time: some ClockInstant) -> Bool {
         guard state == .running, let deadlineMs else { return false }
         return time.timeline(policy) >= deadlineMs
     }
 
-    /// The public value of this item at `time`.
-    func countdown(at time: StoreTime) -> Countdown {
-        let remaining = remainingMs(at: time)
+    /// The instant on the store wall clock at which a due countdown reached zero: placed from the
+    /// checkpoint, never later than now.
+    func dueAtMs(at now: Now) -> Int64 {
+        guard let deadlineMs else { return now.wall }
+        return min(now.wall, now.wall(when: policy, reaches: deadlineMs) ?? now.wall)
+    }
+
+    /// The public value of this item at `now`. A countdown that has reached zero is expired,
+    /// with the instant it reached zero, even before its expiry is recorded.
+    func countdown(at now: Now) -> Countdown {
+        if isDue(at: now) {
+            let dueAt = Date(millisecondsSince1970: dueAtMs(at: now))
+            return Countdown(
+                key: key, group: group, kind: kind, policy: policy, state: .expired,
+                duration: durationMs.map(Duration.init(ms:)), elapsed: Duration(ms: durationMs ?? 0), remaining: .zero,
+                startedAt: Date(millisecondsSince1970: startedAtMs), deadlineAt: dueAt, expiredAt: dueAt,
+                generation: generation, payload: payload, computedAt: now.clocks)
+        }
+        let deadlineAt: Int64? =
+            switch state {
+            case .running: deadlineMs.flatMap { now.wall(when: policy, reaches: $0) }
+            case .expired: expiredAtMs
+            case .paused, .cancelled: nil
+            }
         return Countdown(
             key: key, group: group, kind: kind, policy: policy, state: state,
             duration: durationMs.map(Duration.init(ms:)),
-            elapsed: Duration(ms: elapsedMs(at: time)),
-            remaining: remaining.map(Duration.init(ms:)),
+            elapsed: Duration(ms: elapsedMs(at: now)),
+            remaining: remainingMs(at: now).map(Duration.init(ms:)),
             startedAt: Date(millisecondsSince1970: startedAtMs),
-            deadlineAt: state == .running ? remaining.map { Date(millisecondsSince1970: time.wall + $0) } : nil,
+            deadlineAt: deadlineAt.map(Date.init(millisecondsSince1970:)),
             expiredAt: expiredAtMs.map(Date.init(millisecondsSince1970:)),
-            generation: generation, payload: payload, computedAt: time)
+            generation: generation, payload: payload, computedAt: now.clocks)
     }
 
     // MARK: - Changes
 
-    mutating func pause(at time: StoreTime) {
+    mutating func pause(at time: some ClockInstant) {
         state = .paused
         pausedAtMs = time.timeline(policy)
         updatedAtMs = time.wall
     }
 
-    mutating func resume(at time: StoreTime) {
+    mutating func resume(at time: some ClockInstant) {
         if let pausedAtMs { pausedMs += time.timeline(policy) - pausedAtMs }
         pausedAtMs = nil
         state = .running
@@ -91,21 +113,23 @@ extension ItemRecord {
         updatedAtMs = time.wall
     }
 
-    mutating func cancel(at time: StoreTime) {
+    mutating func cancel(at time: some ClockInstant) {
         finalElapsedMs = elapsedMs(at: time)
         end(.cancelled, at: time)
     }
 
-    /// Marks a countdown expired at `time`; returns how late that is on its own timeline.
-    mutating func expire(at time: StoreTime) -> (deadlineAtMs: Int64, lateMs: Int64) {
-        let lateMs = max(0, state == .running ? time.timeline(policy) - (deadlineMs ?? time.timeline(policy)) : 0)
+    /// Marks a countdown expired, recorded at `now`: its expiry instant is the one at which it
+    /// reached zero. Returns that instant and how late the record is on the item's own timeline.
+    mutating func expire(at now: Now) -> (deadlineAtMs: Int64, lateMs: Int64) {
+        let lateMs = max(0, state == .running ? now.timeline(policy) - (deadlineMs ?? now.timeline(policy)) : 0)
+        let dueAt = state == .running ? dueAtMs(at: now) : now.wall
         finalElapsedMs = durationMs
-        expiredAtMs = time.wall
-        end(.expired, at: time)
-        return (time.wall - lateMs, lateMs)
+        expiredAtMs = dueAt
+        end(.expired, at: now)
+        return (dueAt, lateMs)
     }
 
-    private mutating func end(_ state: CountdownState, at time: StoreTime) {
+    private mutating func end(_ state: CountdownState, at time: some ClockInstant) {
         self.state = state
         pausedAtMs = nil
         deadlineMs = nil
@@ -114,7 +138,7 @@ extension ItemRecord {
     }
 
     /// Starts the item again from zero with the same duration, in a new generation.
-    mutating func restart(at time: StoreTime) {
+    mutating func restart(at time: some ClockInstant) {
         self = ItemRecord(
             key: key, group: group, kind: kind, policy: policy, durationMs: durationMs,
             payload: payload, generation: generation + 1, at: time)
@@ -122,7 +146,7 @@ extension ItemRecord {
     }
 
     /// Changes the duration of an active countdown by `deltaMs`, in a new generation.
-    mutating func changeDuration(by deltaMs: Int64, at time: StoreTime) {
+    mutating func changeDuration(by deltaMs: Int64, at time: some ClockInstant) {
         durationMs = (durationMs ?? 0) + deltaMs
         if let deadlineMs { self.deadlineMs = deadlineMs + deltaMs }
         generation += 1

@@ -98,6 +98,21 @@ extension Date {
     }
 }
 
+/// The clocks at one instant, as the item formulas read them: ``StoreTime`` or ``Now``.
+protocol ClockInstant: Sendable {
+    /// W.
+    var wall: Int64 { get }
+    /// A.
+    var active: Int64 { get }
+    /// G.
+    var gap: Int64 { get }
+    /// The item timeline of `policy`.
+    func timeline(_ policy: CountdownPolicy) -> Int64
+}
+
+extension StoreTime: ClockInstant {}
+extension Now: ClockInstant {}
+
 /// One reading of a ``StoreClock``.
 struct ClockReading: Sendable, Hashable {
     var system: Int64
@@ -154,11 +169,21 @@ struct Checkpoint: Sendable, Hashable {
         let unflooredWall = heartbeatAt + delta
         let ticking = !suspended && leaseExpiresAt > unflooredWall
         let time = StoreTime(
-            wall: max(wallFloor, unflooredWall),
+            wall: wall(after: delta),
             active: active + (ticking ? delta : 0),
             gap: gap + (ticking ? 0 : delta))
         return Extrapolation(time: time, unflooredWall: unflooredWall, ticking: ticking, sameBoot: sameBoot,
                              skew: trustedWall &- unflooredWall)
+    }
+
+    /// W when `delta` ms have passed since this checkpoint.
+    ///
+    /// Normally the checkpoint's W plus `delta`. While W is ahead of the trusted time (after a
+    /// calibration to an earlier time, forced), W never goes back: it advances at half speed from
+    /// its floor until the trusted time catches up, so instants stay distinct and ordered. The
+    /// same formula is written in SQL in the `countdown_now` view.
+    func wall(after delta: Int64) -> Int64 {
+        max(heartbeatAt + delta, wallFloor + delta / 2)
     }
 
     /// This checkpoint moved to `time`, taken at `reading`.
@@ -186,4 +211,56 @@ struct Extrapolation: Sendable, Hashable {
     var sameBoot: Bool
     /// (system clock + calibration offset) − W: how far the system clock disagrees with the store.
     var skew: Int64
+}
+
+/// The store's clocks at one instant, with the checkpoint they were extrapolated from, so that an
+/// instant on an item's own timeline can be placed on the store wall clock.
+///
+/// Between two checkpoints the clocks run in step: W and the `wall` timeline advance together
+/// (W at half speed while it slews, see ``Checkpoint/wall(after:)``), the `active` timeline only
+/// while a live lease holder ticks. Every write records the expiry of every countdown that came
+/// due before it moves the checkpoint on, so a countdown due but not yet recorded always came due
+/// after the checkpoint: the instant it reached zero follows from the checkpoint alone, and every
+/// reader (the views too) computes the same instant, which does not move.
+struct Now: Sendable {
+    /// The three clocks now.
+    var clocks: StoreTime
+    /// The checkpoint the clocks were extrapolated from.
+    var base: Checkpoint
+    /// Whether time since the checkpoint counts as active.
+    var ticking: Bool
+
+    init(_ clocks: StoreTime, base: Checkpoint, ticking: Bool) {
+        self.clocks = clocks
+        self.base = base
+        self.ticking = ticking
+    }
+
+    /// A reading taken as its own checkpoint, with the clocks ticking: for orders computed at a
+    /// remembered instant (a cursor), where no instant is placed on the wall clock before it.
+    init(fixed clocks: StoreTime) {
+        var base = Checkpoint.initial(at: ClockReading(system: clocks.wall, boot: 0, bootID: nil))
+        base.active = clocks.active
+        base.gap = clocks.gap
+        self.init(clocks, base: base, ticking: true)
+    }
+
+    /// W now.
+    var wall: Int64 { clocks.wall }
+    /// A now.
+    var active: Int64 { clocks.active }
+    /// G now.
+    var gap: Int64 { clocks.gap }
+
+    /// The item timeline of `policy` now.
+    func timeline(_ policy: CountdownPolicy) -> Int64 { clocks.timeline(policy) }
+
+    /// The instant on the store wall clock at which the `policy` timeline reads `value`; `nil`
+    /// for an `active` timeline that stands still (nobody ticks) and has not reached it.
+    func wall(when policy: CountdownPolicy, reaches value: Int64) -> Int64? {
+        let sinceBase = value - (policy == .wall ? base.active + base.gap : base.active)
+        if sinceBase < 0 { return base.heartbeatAt + sinceBase }  // before the checkpoint (a store written by an older version)
+        if policy == .active && !ticking { return nil }
+        return base.wall(after: sinceBase)
+    }
 }

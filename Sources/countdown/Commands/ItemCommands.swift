@@ -63,21 +63,44 @@ extension CountdownCommand {
 
     /// `countdown list`.
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List countdowns, soonest to expire first.")
+        static let configuration = CommandConfiguration(
+            abstract: "List countdowns: active ones soonest to expire first, ended ones most recent first.",
+            discussion: """
+                A countdown whose remaining time has reached zero is listed as expired, whether or not a \
+                ticker has recorded it yet. Items are read a page at a time, so --all lists a store of any \
+                size in constant memory; --json prints one JSON array as it goes.
+                """)
 
         @OptionGroup var global: GlobalOptions
         @Option(help: "active, running, paused, expired, cancelled or all.") var state: StateFilter = .active
         @Option(help: "Only this group.") var group: String?
-        @Option(help: "At most this many.") var limit: Int = 100
+        @Option(help: "At most this many (any positive count; default 100).") var limit: Int?
+        @Flag(help: "Every item, however many.") var all = false
         @OptionGroup var output: OutputOptions
 
+        /// Items read per page.
+        static let pageSize = 1000
+
         func run() async throws {
-            let items = try await withStore(global) { store in try await store.list(state, group: group, limit: limit) }
-            if output.json {
-                print(JSON.array(items.map(\.json)).text)
-            } else {
-                printTable(items)
+            if all, let limit {
+                throw CountdownError(.invalidArgument, "invalid limit \(limit) with --all: give one or the other")
             }
+            let wanted = all ? Int.max : limit ?? 100
+            guard wanted >= 1 else {
+                throw CountdownError(.invalidArgument, "invalid limit \(wanted): must be a positive count")
+            }
+            var printer: any ItemPrinter = output.json ? JSONArrayPrinter() : TablePrinter()
+            try await withStore(global) { store in
+                var cursor: ListCursor?
+                var left = wanted
+                repeat {
+                    let page = try await store.list(state, group: group, limit: min(left, Self.pageSize), after: cursor)
+                    printer.print(page.items)
+                    left -= page.items.count
+                    cursor = page.next
+                } while cursor != nil && left > 0
+            }
+            printer.finish()
         }
     }
 
@@ -88,13 +111,19 @@ extension CountdownCommand {
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The trusted time, like 2026-11-21T08:33:16.123Z.") var serverTime: String
+        @Flag(help: "Accept a time behind the store clock (it then advances at half speed until the time catches up) or more than a day ahead of it.")
+        var force = false
 
         func run() async throws {
             guard let instant = parseISO8601(serverTime) else {
                 throw CountdownError(.invalidArgument, "invalid server time '\(serverTime)': expected ISO-8601, like 2026-11-21T08:33:16Z")
             }
             let status = try await withStore(global) { store in
-                try await store.calibrate(serverTime: instant)
+                do {
+                    try await store.calibrate(serverTime: instant, force: force)
+                } catch let error as CountdownError where error.code == .calibrationNeedsForce {
+                    throw CountdownError(error.code, error.message.replacingOccurrences(of: "calibrate with force", with: "calibrate with --force"))
+                }
                 return try await store.clockStatus()
             }
             print("store clock: \(StoreTime.iso8601(milliseconds: status.now.wall))")

@@ -68,7 +68,7 @@ struct DocCommentExamplesTests {
         let store = try fixture.open()
         try await store.start("renewal", duration: .seconds(5))
         fixture.clock.advance(by: .seconds(5))
-        #expect(try await store.expireDue(limit: 10).map(\.key) == ["renewal"])
+        #expect(try await store.expireDue().map(\.key) == ["renewal"])
         let sent = Locked<[String]>([])
         let mailer = Task { try await ReminderMailer(store: store, sent: sent).run() }
         let consumer = try await store.consumer("mailer")

@@ -142,7 +142,7 @@ struct TimeModelArticleTests {
         columns.append(try await column(reopened))                           // t = 9:00
         try await run(reopened, fixture.clock, for: .seconds(60))
         columns.append(try await column(reopened))                           // t = 10:00
-        #expect(try await reopened.expireDue().map(\.key) == ["checkout"])
+        #expect(try await events(reopened, kind: "expired").map(\.key) == ["checkout"], "the heartbeat at 10:00 recorded it")
         try await run(reopened, fixture.clock, for: .seconds(60))
         let t11 = try await reopened.now()                                   // t = 11:00
         #expect(columns == [
@@ -270,7 +270,7 @@ struct TimeModelArticleTests {
         #expect(try await store.countdown("a")?.elapsed == .seconds(11) + .milliseconds(500))
     }
 
-    @Test("Without a ticker: A stands still, wall items count, and a due item waits for expireDue or the next operation")
+    @Test("Without a ticker: A stands still, wall items count, a due item is expired at once and its event waits for the next write")
     func withoutATicker() async throws {
         let fixture = try Fixture()
         let store = try fixture.open()
@@ -278,7 +278,7 @@ struct TimeModelArticleTests {
         try await store.start("a", duration: .seconds(60), policy: .active)
         fixture.clock.advance(by: .seconds(90))
         let w = try #require(try await store.countdown("w"))
-        #expect(w.state == .running && w.isDue && w.remaining == .zero)
+        #expect(w.state == .expired && w.remaining == .zero && w.expiredAt == w.startedAt.addingTimeInterval(60))
         #expect(try await store.countdown("a")?.elapsed == .zero)
         #expect(try await store.expireDue().map(\.key) == ["w"])
     }
@@ -403,11 +403,13 @@ struct TimeModelArticleTests {
         #expect(sale?.remaining == .seconds(600))
         #expect(flash.duration == .seconds(900))
         #expect(try await store.clockStatus().calibrationOffset == .seconds(300))
-        // Calibrating to an earlier time holds W still until the trusted time catches up.
-        let held = try await store.calibrate(serverTime: Date(timeIntervalSince1970: 1_795_000_000))
-        #expect(held.wall == 1_795_000_300_000)
+        // A time behind W is refused unless forced; forced, W slews at half speed until it catches up.
+        let earlier = Date(timeIntervalSince1970: 1_795_000_000)
+        await expectError(.calibrationNeedsForce) { try await store.calibrate(serverTime: earlier) }
+        let slewing = try await store.calibrate(serverTime: earlier, force: true)
+        #expect(slewing.wall == 1_795_000_300_000)
         try await run(store, clock, for: .seconds(10))
-        #expect(try await store.now().wall == 1_795_000_300_000)
+        #expect(try await store.now().wall == 1_795_000_305_000)
         #expect(try await store.countdown("sale")?.remaining == .seconds(590), "durations still count")
     }
 }

@@ -122,7 +122,11 @@ struct ToolTests {
         let table = try countdown(["list"])
         #expect(table.stdout.hasPrefix("KEY") && table.stdout.contains("running"))
 
-        let calibrated = try countdown(["calibrate", "2030-01-01T00:00:00.000Z"])
+        let refused = try countdown(["calibrate", "2030-01-01T00:00:00.000Z"])
+        #expect(refused.status == 64 && refused.stderr.contains("ahead of the store clock") && refused.stderr.contains("--force"))
+        let backwards = try countdown(["calibrate", "1999-01-01T00:00:00Z"])
+        #expect(backwards.status == 64 && backwards.stderr.contains("behind the store clock") && backwards.stderr.contains("half speed"))
+        let calibrated = try countdown(["calibrate", "--force", "2030-01-01T00:00:00.000Z"])
         #expect(calibrated.status == 0 && calibrated.stdout.contains("2030-01-01T00:00:00"))
         #expect(try countdown(["prune", "--older-than", "30d"]).stdout.contains("pruned"))
         let doctor = try #require(try countdown(["doctor", "--json"]).json)

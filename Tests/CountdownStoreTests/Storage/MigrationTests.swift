@@ -77,7 +77,8 @@ struct MigrationTests {
         #expect(item.remaining == .seconds(540))
         #expect(item.group == "payments")
         let viewRows = try await store.database.read { db in
-            try Row.fetchAll(db, sql: "SELECT key, remaining_ms FROM active_countdowns").map { "\($0["key"] as String)" }
+            // (The views read the real clock, the store a virtual one: only the row's presence is compared.)
+            try Row.fetchAll(db, sql: "SELECT key, remaining_ms FROM countdown_figures").map { "\($0["key"] as String)" }
         }
         #expect(viewRows == ["old-order"])
         try await store.pause("old-order")

@@ -111,7 +111,7 @@ struct TickerTests {
         let statements = try await traced.allStatements {
             await running.advance(traced.clock, by: .seconds(10), step: .milliseconds(50))
         }
-        let reads = statements.filter { $0.contains("FROM countdowns") }
+        let reads = statements.filter(isItemQuery)
         #expect(reads.isEmpty, "no item queries: \(reads.prefix(3))")
         let heartbeats = statements.filter { $0.hasPrefix("UPDATE countdown_lease") }.count
         #expect(heartbeats == 10)
@@ -153,7 +153,7 @@ struct TickerTests {
         #expect(groupSnapshots.last!.items.map(\.key) == ["b", "a", "w"])
         let remaining = keySnapshots.map { $0.items.first!.remaining!.milliseconds }
         #expect(zip(remaining, remaining.dropFirst()).allSatisfy { $0 - $1 == 1000 }, "\(remaining)")
-        #expect(statements.filter { $0.contains("FROM countdowns") }.isEmpty, "ticks come from memory")
+        #expect(statements.filter(isItemQuery).isEmpty, "ticks come from memory")
         try await running.stop()
     }
 
@@ -253,4 +253,10 @@ struct TickerTests {
         try await running.stop()
         #expect(try await automaticCheckpoint() == 1000, "stopping hands checkpoints back to SQLite")
     }
+}
+
+/// Whether `sql` reads item rows: the clock query, which looks up the soonest deadlines in the
+/// deadline index as part of every transaction, does not count.
+private func isItemQuery(_ sql: String) -> Bool {
+    sql.contains("FROM countdowns") && !sql.contains("FROM countdown_clock")
 }

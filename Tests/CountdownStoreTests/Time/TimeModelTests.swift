@@ -174,20 +174,52 @@ struct TimeModelTests {
         #expect(try await reopened.countdown("sale")?.remaining == .minutes(10) - .seconds(30))
     }
 
-    @Test("T5: a calibration to an earlier time holds the wall clock still until it catches up")
-    func t5BackwardCalibrationNeverMovesTheWallClockBack() async throws {
+    @Test("T5: a calibration to an earlier time is refused unless forced; forced, W slews at half speed until it catches up")
+    func t5BackwardCalibrationSlewsTheWallClock() async throws {
         let fixture = try Fixture()
         let store = try await fixture.openTicking()
         try await store.start("active", duration: .minutes(10), policy: .active)
         let before = try await store.now().wall
-        try await store.calibrate(serverTime: Date(millisecondsSince1970: fixture.clock.systemMilliseconds - 5000))
+        let earlier = Date(millisecondsSince1970: fixture.clock.systemMilliseconds - 5000)
+        let untouched = try await snapshot(store)
+        let refusal = await expectError(.calibrationNeedsForce) { try await store.calibrate(serverTime: earlier) }
+        #expect(refusal?.message.contains("5s behind the store clock") == true)
+        #expect(refusal?.message.contains("half speed for 10s") == true)
+        #expect(try await snapshot(store) == untouched, "a refusal writes nothing")
+
+        try await store.calibrate(serverTime: earlier, force: true)
         #expect(try await store.now().wall == before)
         try await run(store, fixture.clock, for: .seconds(3))
-        #expect(try await store.now().wall == before, "held until the trusted time catches up")
-        try await run(store, fixture.clock, for: .seconds(4))
-        #expect(try await store.now().wall == before + 2000)
-        #expect(try await store.countdown("active")?.elapsed == .seconds(7), "the lease survived the calibration")
+        #expect(try await store.now().wall == before + 1500, "half speed: distinct instants, never back")
+        try await run(store, fixture.clock, for: .seconds(7))
+        #expect(try await store.now().wall == before + 5000, "caught up with the trusted time after twice the difference")
+        try await run(store, fixture.clock, for: .seconds(2))
+        #expect(try await store.now().wall == before + 7000, "then full speed")
+        #expect(try await store.countdown("active")?.elapsed == .seconds(12), "the lease survived the calibration")
         #expect(try await store.clockStatus().calibrationOffset == .seconds(-5))
+
+        // Across a restart, the slew goes on from the stored checkpoint.
+        try await store.calibrate(serverTime: Date(millisecondsSince1970: fixture.clock.systemMilliseconds - 7000), force: true)
+        try await store.close()
+        fixture.clock.advance(by: .seconds(2))
+        let reopened = try fixture.open()
+        #expect(try await reopened.now().wall == before + 8000)
+    }
+
+    @Test("T5: a server time within the clock-edit tolerance behind W needs no force; more than a day ahead does")
+    func t5CalibrationBounds() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        let wall = try await store.now().wall
+        try await store.calibrate(serverTime: Date(millisecondsSince1970: wall - 800))
+        #expect(try await store.now().wall == wall)
+        let far = Date(millisecondsSince1970: wall + 10 * 365 * 86_400_000)
+        let refusal = await expectError(.calibrationNeedsForce) { try await store.calibrate(serverTime: far) }
+        #expect(refusal?.message.contains("ahead of the store clock") == true)
+        try await store.calibrate(serverTime: Date(millisecondsSince1970: wall + 86_400_000))  // exactly a day: allowed
+        #expect(try await store.now().wall == wall + 86_400_000)
+        let forced = try await store.calibrate(serverTime: far, force: true)
+        #expect(forced.wall == far.millisecondsSince1970)
     }
 
     // MARK: T6
@@ -239,12 +271,10 @@ struct TimeModelTests {
         #expect(try await store.restart("b").generation == 2)
         #expect(try await store.shorten("c", by: .seconds(2)).generation == 2)
 
-        try await run(store, fixture.clock, for: .seconds(6))  // past the first deadlines
-        let expiredEarly = try await store.expireDue()
-        #expect(expiredEarly.map(\.key) == ["c"], "c was shortened to 8 s; a and b have moved on")
+        try await run(store, fixture.clock, for: .seconds(6))  // past the first deadlines; each heartbeat records what is due
+        #expect(try await events(store, kind: "expired").map(\.key) == ["c"], "c was shortened to 8 s; a and b have moved on")
         try await run(store, fixture.clock, for: .seconds(20))
-        let expired = try await store.expireDue()
-        #expect(Set(expired.map(\.key)) == ["a", "b"])
+        #expect(try await events(store, kind: "expired").map(\.key) == ["c", "b", "a"], "b came due at 15 s, a at 30 s")
 
         for key in ["a", "b", "c"] {
             let expiries = try await events(store, key: key, kind: "expired")
