@@ -237,6 +237,122 @@ struct ToolTests {
         return (run.process.terminationStatus, lines)
     }
 
+    /// Milliseconds since 1970 of an ISO-8601 instant with milliseconds, as the tool prints them.
+    func parseInstant(_ text: String) -> Int64? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.date(from: text)?.millisecondsSince1970
+    }
+
+    /// Runs `sqlite3` on the tool's database, as a person at the prompt would, with no process of ours running.
+    func sqlite3(_ sql: String) throws -> String {
+        let ran = try HelperProcess.run(URL(fileURLWithPath: "/usr/bin/sqlite3"), ["-readonly", db, sql])
+        #expect(ran.status == 0, "\(ran.stderr)")
+        return ran.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test(
+        "A countdown past its deadline shows as expired in show, list and the views, at a fixed instant, with no run going; a refused pause records it; run delivers it once",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
+    func expiredWithoutRun() async throws {
+        let started = try #require(try countdown(["start", "soon", "300ms", "--json"]).json)
+        let startedAt = try #require(started["started_at"] as? String)
+        let zero = StoreTime.iso8601(milliseconds: try #require(parseInstant(startedAt)) + 300)
+        // Real time must pass the deadline: wait for it, within a bound, without asserting how long it took.
+        try await eventually("soon reached zero") { try self.countdown(["show", "soon", "--json"]).json?["state"] as? String == "expired" }
+
+        let shown = try #require(try countdown(["show", "soon", "--json"]).json)
+        #expect(shown["remaining_ms"] as? Int == 0 && shown["elapsed_ms"] as? Int == 300)
+        #expect(shown["expired_at"] as? String == zero && shown["deadline_at"] as? String == zero)
+        let text = try countdown(["show", "soon"]).stdout
+        #expect(text.contains("state        expired") && text.contains("expired at   \(zero)") && text.contains("deadline at  \(zero)"))
+        #expect(try countdown(["list"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "no countdowns")
+        let expired = try #require(try countdown(["list", "--state", "expired", "--json"]).jsonArray)
+        #expect(expired.map { $0["key"] as? String } == ["soon"] && expired.first?["expired_at"] as? String == zero)
+        #expect(try countdown(["list", "--state", "expired"]).stdout.contains("soon"))
+        #expect(try sqlite3("SELECT count(*) FROM active_countdowns") == "0")
+        #expect(try sqlite3("SELECT key, state, remaining_ms, expired_at, deadline_at FROM expired_countdowns") == "soon|expired|0|\(zero)|\(zero)")
+        #expect(try sqlite3("SELECT count(*) FROM countdown_events WHERE kind = 'expired'") == "0", "nothing has recorded it yet")
+        let doctor = try #require(try countdown(["doctor", "--json"]).json)
+        #expect(doctor["counts"].map { "\($0)" }?.contains("expired") == true, "\(doctor["counts"] ?? "")")
+
+        let paused = try countdown(["pause", "soon"])
+        #expect(paused.status == 65 && paused.stderr.contains("has expired"))
+        #expect(try sqlite3("SELECT key, deadline_at_ms, late_ms >= 0 FROM countdown_events WHERE kind = 'expired'")
+            == "soon|\(try #require(parseInstant(zero)))|1", "the refused pause kept the expiry it found")
+        #expect(try countdown(["show", "soon", "--json"]).json?["expired_at"] as? String == zero, "recorded at the same instant")
+        #expect(try countdown(["list", "--state", "expired", "--json"]).jsonArray?.count == 1)
+
+        let run = try startRun(["--consumer", "mailer"])
+        try await eventually("run delivered the expiry") {
+            try self.sqlite3("SELECT last_event_id >= (SELECT max(id) FROM countdown_events WHERE kind = 'expired') FROM countdown_consumers WHERE name = 'mailer'") == "1"
+        }
+        try countdown(["start", "next", "1h"])  // one more write while run goes on: nothing is delivered twice
+        let (status, lines) = stop(run)
+        #expect(status == 0)
+        #expect(lines.map { $0["key"] as? String } == ["soon"])
+        #expect(lines.first?["deadline_at"] as? String == zero)
+    }
+
+    @Test("list --limit takes any positive count and --all lists everything; --json is one array")
+    func listLimits() throws {
+        try countdown(["start", "a", "1h"])
+        try countdown(["start", "b", "2h"])
+        try countdown(["start", "c", "3h"])
+        #expect(try countdown(["list", "--limit", "2", "--json"]).jsonArray?.map { $0["key"] as? String } == ["a", "b"])
+        #expect(try countdown(["list", "--limit", "20000", "--json"]).jsonArray?.count == 3)
+        #expect(try countdown(["list", "--all", "--json"]).jsonArray?.count == 3)
+        #expect(try countdown(["list", "--all", "--state", "expired", "--json"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
+        let zero = try countdown(["list", "--limit", "0"])
+        #expect(zero.status == 64 && zero.stderr.contains("invalid limit 0"))
+        let both = try countdown(["list", "--limit", "5", "--all"])
+        #expect(both.status == 64 && both.stderr.contains("--all"))
+    }
+
+    @Test(
+        "list --all --json dumps a large store as one JSON array in memory that does not grow with the count",
+        .enabled(if: ProcessInfo.processInfo.environment["PATH"].map { $0.split(separator: ":").contains { FileManager.default.isExecutableFile(atPath: "\($0)/python3") } } ?? false))
+    func dumpInConstantMemory() async throws {
+        let large = suiteSize("COUNTDOWN_DUMP_ITEMS", ci: 100_000)
+        func fill(_ path: String, _ count: Int) async throws {
+            let store = try CountdownStore(path: path)
+            for start in stride(from: 0, to: count, by: 10_000) {
+                try await store.start((start..<min(count, start + 10_000)).map {
+                    .countdown("item-\($0)", duration: .seconds(3600 + Int64($0 % 977)), group: "g\($0 % 7)")
+                })
+            }
+            try await store.close()
+        }
+        /// The dump's item count and the tool's peak resident memory in KiB, measured by the kernel for that child alone.
+        func dump(_ path: String) throws -> (count: Int, peakKiB: Int) {
+            let out = folder.path("dump-\(UUID().uuidString).json")
+            let script = """
+                import resource, subprocess, sys
+                with open(sys.argv[1], "w") as out:
+                    status = subprocess.run(sys.argv[2:], stdout=out).returncode
+                print(status, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+                """
+            let ran = try HelperProcess.run(
+                URL(fileURLWithPath: "/usr/bin/env"),
+                ["python3", "-c", script, out, Self.binary.path, "--db", path, "list", "--all", "--state", "all", "--json"],
+                environment: ["SWIFT_BACKTRACE": "enable=no"])
+            let fields = ran.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            #expect(ran.status == 0 && fields.first == 0, "\(ran.stdout) \(ran.stderr)")
+            let array = try JSONSerialization.jsonObject(with: try Data(contentsOf: URL(fileURLWithPath: out))) as? [[String: Any]]
+            return (array?.count ?? -1, fields.last ?? 0)
+        }
+        let smallPath = folder.path("small.sqlite")
+        let largePath = folder.path("large.sqlite")
+        try await fill(smallPath, 1000)
+        try await fill(largePath, large)
+        let small = try dump(smallPath)
+        let big = try dump(largePath)
+        #expect(small.count == 1000 && big.count == large)
+        // Holding the items or their JSON would take tens of MiB more; a page at a time takes the same.
+        #expect(big.peakKiB - small.peakKiB < 16 * 1024, "peak \(small.peakKiB) KiB for 1000 items, \(big.peakKiB) KiB for \(large)")
+        print("list --all --json: peak resident \(small.peakKiB) KiB for 1000 items, \(big.peakKiB) KiB for \(large)")
+    }
+
     @Test("run --consumer prints one JSON line per expiry and resumes across a restart without loss or repeats")
     func runResumesAcrossRestarts() async throws {
         for index in 0..<5 { try countdown(["start", "early-\(index)", "\(100 + index * 10)ms", "--payload", "p\(index)"]) }
