@@ -40,6 +40,16 @@ struct ReminderMailer {
     }
 }
 
+/// The example of `CountdownStore.list(_:group:limit:after:)`: every item, a page at a time.
+func listPagesExample(store: CountdownStore) async throws {
+    var cursor: ListCursor?
+    repeat {
+        let page = try await store.list(.all, limit: 1000, after: cursor)
+        for item in page.items { print(item.key) }
+        cursor = page.next
+    } while cursor != nil
+}
+
 /// `VirtualClock`'s example, on a store in `path`; returns the countdown as it stands at the end.
 func virtualClockExample(path: String) async throws -> Countdown? {
     let clock = VirtualClock()
@@ -60,6 +70,22 @@ struct DocCommentExamplesTests {
         let otp = try #require(try await virtualClockExample(path: folder.path()))
         #expect(otp.state == .running)
         #expect(otp.remaining == .seconds(20))
+    }
+
+    @Test("list(_:group:limit:after:)'s example walks every page")
+    func listPagesExampleRuns() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        try await store.start((0..<1001).map { .countdown("k\($0)", duration: .seconds(60)) })
+        try await listPagesExample(store: store)
+        var seen = 0
+        var cursor: ListCursor?
+        repeat {
+            let page = try await store.list(.all, limit: 1000, after: cursor)
+            seen += page.items.count
+            cursor = page.next
+        } while cursor != nil
+        #expect(seen == 1001)
     }
 
     @Test("EventConsumer's example hands each expiry over once and acknowledges it")

@@ -399,16 +399,20 @@ struct TimeModelArticleTests {
         let flash = try await store.start("flash", endingAt: serverTime.addingTimeInterval(900))
         print(flash.duration ?? .zero)                              // 900.0 seconds, on the server's clock
 
+        let earlier = Date(timeIntervalSince1970: 1_795_000_000)    // behind W: refused unless forced
+        let slewing = try await store.calibrate(serverTime: earlier, force: true)
+        print(slewing.wall)                                         // 1795000300000: W never goes back
+        // 10 s later W reads 1795000305000: half speed until the server time catches up
+
         #expect(calibrated.wall == 1_795_000_300_000)
         #expect(sale?.remaining == .seconds(600))
         #expect(flash.duration == .seconds(900))
-        #expect(try await store.clockStatus().calibrationOffset == .seconds(300))
-        // A time behind W is refused unless forced; forced, W slews at half speed until it catches up.
-        let earlier = Date(timeIntervalSince1970: 1_795_000_000)
-        await expectError(.calibrationNeedsForce) { try await store.calibrate(serverTime: earlier) }
-        let slewing = try await store.calibrate(serverTime: earlier, force: true)
+        #expect(try await store.clockStatus().calibrationOffset == .zero, "the server agrees with this machine again")
         #expect(slewing.wall == 1_795_000_300_000)
         try await run(store, clock, for: .seconds(10))
+        #expect(try await store.now().wall == 1_795_000_305_000)
+        // Still behind W: refused without force, and nothing changes.
+        await expectError(.calibrationNeedsForce) { try await store.calibrate(serverTime: earlier) }
         #expect(try await store.now().wall == 1_795_000_305_000)
         #expect(try await store.countdown("sale")?.remaining == .seconds(590), "durations still count")
     }
