@@ -58,6 +58,6 @@ extension CountdownStore {
     /// - Returns: the items expired.
     @discardableResult
     public func expireDue() async throws(CountdownError) -> [Countdown] {
-        try await writing(notifies: false) { _, now, expired in expired.map { $0.countdown(at: now) } }
+        try await writing { _, now, expired in expired.map { $0.countdown(at: now) } }
     }
 }

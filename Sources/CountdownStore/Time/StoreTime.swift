@@ -236,15 +236,6 @@ struct Now: Sendable {
         self.ticking = ticking
     }
 
-    /// A reading taken as its own checkpoint, with the clocks ticking: for orders computed at a
-    /// remembered instant (a cursor), where no instant is placed on the wall clock before it.
-    init(fixed clocks: StoreTime) {
-        var base = Checkpoint.initial(at: ClockReading(system: clocks.wall, boot: 0, bootID: nil))
-        base.active = clocks.active
-        base.gap = clocks.gap
-        self.init(clocks, base: base, ticking: true)
-    }
-
     /// W now.
     var wall: Int64 { clocks.wall }
     /// A now.
