@@ -89,15 +89,16 @@ WITH timed AS (
            CASE
                WHEN deadline_ms IS NULL THEN NULL
                WHEN deadline_ms < base_ms THEN base_wall_ms + deadline_ms - base_ms
-               WHEN policy = 'active' AND NOT ticking THEN NULL
+               WHEN policy = 'active' AND NOT ticking AND deadline_ms > now_ms THEN NULL
                ELSE max(base_wall_ms + deadline_ms - base_ms, base_floor_ms + (deadline_ms - base_ms) / 2)
            END AS deadline_wall_ms
     FROM timed
 ), raw AS (
     SELECT *,
            CASE WHEN due THEN 'expired' ELSE state END AS state_now,
-           CASE WHEN due THEN min(now_wall_ms, coalesce(deadline_wall_ms, now_wall_ms)) ELSE expired_at_ms END
-               AS expired_now_ms,
+           -- never before the change that set the deadline (updated_at_ms: a running item's last change)
+           CASE WHEN due THEN max(updated_at_ms, min(now_wall_ms, coalesce(deadline_wall_ms, now_wall_ms)))
+                ELSE expired_at_ms END AS expired_now_ms,
            max(0, CASE state
                       WHEN 'running' THEN now_ms - start_ms - paused_ms
                       WHEN 'paused' THEN paused_at_ms - start_ms - paused_ms

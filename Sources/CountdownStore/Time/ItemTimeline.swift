@@ -63,10 +63,11 @@ extension ItemRecord {
     }
 
     /// The instant on the store wall clock at which a due countdown reached zero: placed from the
-    /// checkpoint, never later than now.
+    /// checkpoint, never later than now, and never before the change that set its deadline (a
+    /// countdown shortened past zero, or restarted with nothing to run, reached zero then).
     func dueAtMs(at now: Now) -> Int64 {
         guard let deadlineMs else { return now.wall }
-        return min(now.wall, now.wall(when: policy, reaches: deadlineMs) ?? now.wall)
+        return max(updatedAtMs, min(now.wall, now.wall(when: policy, reaches: deadlineMs) ?? now.wall))
     }
 
     /// The public value of this item at `now`. A countdown that has reached zero is expired,

@@ -248,10 +248,14 @@ struct Now: Sendable {
 
     /// The instant on the store wall clock at which the `policy` timeline reads `value`; `nil`
     /// for an `active` timeline that stands still (nobody ticks) and has not reached it.
+    ///
+    /// An `active` timeline that stands still now may still have reached `value` since the
+    /// checkpoint: this process read it while a lease holder ticked, before the lease ran out
+    /// (its readings never go back). It got there while ticking, so it is placed as if ticking.
     func wall(when policy: CountdownPolicy, reaches value: Int64) -> Int64? {
         let sinceBase = value - (policy == .wall ? base.active + base.gap : base.active)
         if sinceBase < 0 { return base.heartbeatAt + sinceBase }  // before the checkpoint (a store written by an older version)
-        if policy == .active && !ticking { return nil }
+        if policy == .active && !ticking && value > clocks.active { return nil }
         return base.wall(after: sinceBase)
     }
 }
