@@ -10,7 +10,7 @@ public struct ClockStatus: Sendable, Hashable {
     public var lastHeartbeat: Date
     /// The boot the last checkpoint was taken in, if the platform tells.
     public var bootIdentity: String?
-    /// Trusted time minus the system clock, set by ``CountdownStore/calibrate(serverTime:)``.
+    /// Trusted time minus the system clock, set by ``CountdownStore/calibrate(serverTime:force:)``.
     public var calibrationOffset: Duration
     /// When the store was last calibrated.
     public var calibratedAt: Date?

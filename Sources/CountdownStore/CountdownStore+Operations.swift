@@ -99,7 +99,7 @@ extension CountdownStore {
     }
 
     /// Starts a countdown that reaches zero at `deadline` on the store wall clock (which follows
-    /// ``calibrate(serverTime:)``): for deadlines a server hands out as instants.
+    /// ``calibrate(serverTime:force:)``): for deadlines a server hands out as instants.
     @discardableResult
     public func start(
         _ key: String, endingAt deadline: Date, group: String? = nil, policy: CountdownPolicy = .wall,
