@@ -21,8 +21,14 @@ struct GlobalOptions: ParsableArguments {
         let environment = ProcessInfo.processInfo.environment
         if defaultFile == "countdowns.sqlite", let path = environment["COUNTDOWN_DB"], !path.isEmpty { return path }
         let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? (NSHomeDirectory() as NSString).appendingPathComponent(".local/share")
+            ?? (homeDirectory(environment) as NSString).appendingPathComponent(".local/share")
         return ((dataHome as NSString).appendingPathComponent("countdown") as NSString).appendingPathComponent(defaultFile)
+    }
+
+    /// `~`: `$HOME`, as every Unix tool reads it; the password database only when it is unset or empty.
+    private func homeDirectory(_ environment: [String: String]) -> String {
+        if let home = environment["HOME"], !home.isEmpty { return home }
+        return NSHomeDirectory()
     }
 
     /// Opens the store, creating its folder (mode 0700) as needed.

@@ -112,7 +112,7 @@ public final class CountdownTicker: Service, Sendable {
         var dataVersion: Int?
         var seenVersion = store.changes.version &- 1
         var dueBoot: Int64?
-        var holding = false
+        var holding: Bool?
 
         while true {
             try Task.checkCancellation()
@@ -123,7 +123,15 @@ public final class CountdownTicker: Service, Sendable {
                 let status = try await store.heartbeat()
                 let nowHolding = if case .held = status { true } else { false }
                 if nowHolding != holding {
-                    logger.info(nowHolding ? "holding the countdown lease" : "standing by: another process holds the lease")
+                    // Said at the first heartbeat too, whichever it is: a ticker that starts beside a
+                    // live lease (another process's, or a dead one's not yet run out) stands by.
+                    if case .heldElsewhere(let holder, let until) = status {
+                        logger.info(
+                            "standing by: another process holds the lease",
+                            metadata: ["holder": "\(holder)", "until": "\(StoreTime.iso8601(until))"])
+                    } else {
+                        logger.info("holding the countdown lease")
+                    }
                     seenVersion = version &- 1  // the deadlines that matter have changed
                 }
                 holding = nowHolding
@@ -141,9 +149,9 @@ public final class CountdownTicker: Service, Sendable {
             if store.changes.version != seenVersion {
                 seenVersion = store.changes.version
                 state.withLock { $0.tickItemsStale = true }
-                dueBoot = holding ? try await store.nextDueBoot() : nil
+                dueBoot = holding == true ? try await store.nextDueBoot() : nil
             }
-            if holding, let due = dueBoot, clock.bootMilliseconds >= due {
+            if holding == true, let due = dueBoot, clock.bootMilliseconds >= due {
                 // Record every expiry due, oldest first, in one transaction.
                 try await store.expireDue()
                 continue  // the expiries bumped the version: look at the next deadline

@@ -189,8 +189,16 @@ struct RecordingLogHandler: LogHandler {
         // Safe: `lines` is read and written under `lock` only.
         private let lock = NSLock()
         private var lines: [(Logger.Level, String)] = []
-        func append(_ level: Logger.Level, _ message: String) { lock.withLock { lines.append((level, message)) } }
+        private var keys: [String: Set<String>] = [:]
+        func append(_ level: Logger.Level, _ message: String, _ metadata: Logger.Metadata?) {
+            lock.withLock {
+                lines.append((level, message))
+                keys[message, default: []].formUnion(metadata?.keys ?? [:].keys)
+            }
+        }
         var all: [(Logger.Level, String)] { lock.withLock { lines } }
+        /// The metadata keys logged with `message`.
+        func metadataKeys(_ message: String) -> Set<String> { lock.withLock { keys[message] ?? [] } }
     }
 
     let records: Records
@@ -198,7 +206,7 @@ struct RecordingLogHandler: LogHandler {
     var logLevel: Logger.Level = .trace
 
     func log(event: LogEvent) {
-        records.append(event.level, "\(event.message)")
+        records.append(event.level, "\(event.message)", event.metadata)
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -209,6 +217,14 @@ struct RecordingLogHandler: LogHandler {
 
 @Suite("Article: Embedding in a host app")
 struct EmbeddingArticleTests {
+    /// The article's text.
+    static let article: String = {
+        let root = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let url = root.appendingPathComponent("Sources/CountdownStore/CountdownStore.docc/EmbeddingInAHostApp.md")
+        return (try? String(contentsOf: url, encoding: .utf8)) ?? ""
+    }()
+
     /// A store on a fresh file with a virtual clock.
     private static func virtualStore(_ folder: TemporaryFolder, clock: VirtualClock) throws -> CountdownStore {
         try CountdownStore(path: folder.path(), configuration: .init(clock: clock))
@@ -366,6 +382,34 @@ struct EmbeddingArticleTests {
         let lines = records.all
         #expect(lines.contains { $0.0 == .info && $0.1 == "holding the countdown lease" })
         #expect(!lines.contains { $0.0 == .debug }, "\(lines)")
+    }
+
+    @Test("A ticker that starts beside a live lease says at once that it stands by, as the article's log table says", .timeLimit(.minutes(1)))
+    func standingByIsLoggedAtStart() async throws {
+        let folder = try TemporaryFolder()
+        let clock = VirtualClock()
+        let holder = try CountdownStore(path: folder.path(), configuration: .init(clock: clock))
+        try await holder.heartbeat()  // a process that holds the lease (or died holding it: nobody renews it here)
+        let records = RecordingLogHandler.Records()
+        var configuration = countdownConfiguration(logger: Logger(label: "orders") { _ in RecordingLogHandler(records: records) })
+        configuration.clock = clock
+        let store = try CountdownStore(path: folder.path(), configuration: configuration)
+        let ticker = CountdownTicker(store: store)
+        let running = Task { try await ticker.run() }
+        await ticker.waitUntilIdle()
+        let message = "standing by: another process holds the lease"
+        #expect(records.all.contains { $0.0 == .info && $0.1 == message }, "\(records.all)")
+        #expect(records.metadataKeys(message) == ["holder", "until"])
+        let row = try #require(Self.article.split(separator: "\n").first { $0.contains("`\(message)`") })
+        #expect(row.hasPrefix("| info |") && row.contains("`holder`, `until`"), "\(row)")
+        // When the dead holder's lease runs out, the ticker takes it and says so.
+        clock.advance(by: .seconds(3))
+        await ticker.waitUntilIdle()
+        #expect(records.all.contains { $0.0 == .info && $0.1 == "holding the countdown lease" })
+        running.cancel()
+        try await running.value
+        try await store.close()
+        try await holder.close()
     }
 
     @Test("The app's lifecycle glue: active countdowns stand still while suspended, wall ones count", .timeLimit(.minutes(1)))

@@ -183,7 +183,7 @@ struct ToolTests {
         #expect(doctor.status == 74 && doctor.json?["ok"] as? Bool == false)
     }
 
-    @Test("--db, then $COUNTDOWN_DB, then $XDG_DATA_HOME/countdown/countdowns.sqlite; new files are 0600")
+    @Test("--db, then $COUNTDOWN_DB, then $XDG_DATA_HOME/countdown/countdowns.sqlite, then $HOME/.local/share/…; new files are 0600")
     func databasePathRule() throws {
         let viaEnvironment = folder.path("env.sqlite")
         #expect(try countdown(["start", "e", "1m"], database: false, environment: ["COUNTDOWN_DB": viaEnvironment]).status == 0)
@@ -192,7 +192,12 @@ struct ToolTests {
         let xdg = folder.path("xdg/countdown/countdowns.sqlite")
         #expect(FileManager.default.fileExists(atPath: xdg))
         #expect(try countdown(["start", "d", "1m"]).status == 0)
-        for path in [viaEnvironment, xdg, db] {
+        // Without XDG_DATA_HOME, `~` is $HOME, not the password database's home.
+        let home = folder.path("home")
+        #expect(try countdown(["start", "h", "1m"], database: false, environment: ["XDG_DATA_HOME": "", "HOME": home]).status == 0)
+        let underHome = home + "/.local/share/countdown/countdowns.sqlite"
+        #expect(FileManager.default.fileExists(atPath: underHome))
+        for path in [viaEnvironment, xdg, db, underHome] {
             let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber
             #expect(mode?.intValue == 0o600, "\(path)")
         }
