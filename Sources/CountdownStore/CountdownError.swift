@@ -2,7 +2,33 @@ import Foundation
 
 /// The one error type of CountdownStore: a code to switch on and a message that names the bad value.
 ///
+/// Every throwing method of the library throws `CountdownError` and nothing else: they are
+/// declared with typed throws, `throws(CountdownError)`. A `do`/`catch` around a direct call
+/// catches it typed:
+///
+/// ```swift
+/// do {
+///     try await store.pause("order-1042")
+/// } catch {
+///     print(error.code, error.message)  // error is a CountdownError here
+/// }
+/// ```
+///
+/// Inside a closure whose type Swift infers as throwing `any Error` (a route handler, a task),
+/// the same `catch` sees `any Error`; match the type there:
+///
+/// ```swift
+/// let refusal: @Sendable () async throws -> String = {
+///     do {
+///         return try await store.pause("order-1042").key
+///     } catch let error as CountdownError where error.code == .wrongState {
+///         return "already over: \(error.message)"
+///     }
+/// }
+/// ```
+///
 /// Codes are an open set of static members, so new ones can be added without breaking callers.
+/// Storage failures keep what SQLite reported in ``underlyingError``, and name the file.
 public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible, LocalizedError {
     /// What went wrong, as a stable identifier.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -44,7 +70,13 @@ public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible
         public static let foreignDatabase = Code("foreignDatabase", .storage)
         /// The file is not a readable SQLite database (corrupt, truncated, or not SQLite at all).
         public static let unreadableDatabase = Code("unreadableDatabase", .storage)
-        /// SQLite failed: disk full, I/O error, permissions, a lock held too long.
+        /// Another process held the database's write lock for longer than the busy timeout.
+        public static let databaseBusy = Code("databaseBusy", .storage)
+        /// The disk (or the file system's quota) is full; nothing of the operation was written.
+        public static let diskFull = Code("diskFull", .storage)
+        /// The file could not be opened, read or written: an I/O error, permissions, a read-only file.
+        public static let ioFailure = Code("ioFailure", .storage)
+        /// Any other storage failure.
         public static let storageFailure = Code("storageFailure", .storage)
     }
 
@@ -65,10 +97,31 @@ public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible
     /// One line for people, naming the problem and the value.
     public let message: String
 
+    /// The failure this error reports, when it reports one from below the library (a GRDB
+    /// `DatabaseError` for a storage failure); `nil` otherwise. Not part of equality.
+    public let underlyingError: (any Error & Sendable)?
+
     /// Creates an error with a code and a message naming the bad value.
     public init(_ code: Code, _ message: String) {
+        self.init(code, message, underlying: nil)
+    }
+
+    /// Creates an error with a code, a message, and the failure it reports.
+    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)?) {
         self.code = code
         self.message = message
+        self.underlyingError = underlying
+    }
+
+    /// Equal when the codes and messages are.
+    public static func == (lhs: CountdownError, rhs: CountdownError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message
+    }
+
+    /// Hashes the code and the message.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
     }
 
     /// The message.

@@ -174,7 +174,7 @@ extension CountdownStore {
                 case .refuse:
                     throw CountdownError(
                         .alreadyActive,
-                        "countdown \(quoted(request.key)) is already \(existing.state.rawValue); replace it to start it again (countdown start --replace)"
+                        "countdown \(quoted(request.key)) is already \(existing.state.rawValue); start it with whenActive: .replace to start it again"
                     )
                 case .keep:
                     return existing.countdown(at: time)

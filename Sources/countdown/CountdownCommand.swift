@@ -36,7 +36,7 @@ enum Main {
                 try command.run()
             }
         } catch let error as CountdownError {
-            fail(error.message, status: ExitStatus.of(error))
+            fail(toolMessage(error), status: ExitStatus.of(error))
         } catch let exit as ExitCode {
             Foundation.exit(exit.rawValue)
         } catch {
@@ -78,6 +78,18 @@ enum Main {
         let negative = reordered.filter { $0.count > 1 && $0.hasPrefix("-") && ($0.dropFirst().first?.isNumber ?? false) }
         guard !negative.isEmpty else { return reordered }
         return reordered.filter { !negative.contains($0) } + ["--"] + negative
+    }
+
+    /// The library's message with the tool's way out where the library names its own.
+    static func toolMessage(_ error: CountdownError) -> String {
+        switch error.code {
+        case .alreadyActive:
+            error.message.replacingOccurrences(of: "start it with whenActive: .replace", with: "use countdown start --replace")
+        case .calibrationNeedsForce:
+            error.message.replacingOccurrences(of: "calibrate with force", with: "calibrate with --force")
+        default:
+            error.message
+        }
     }
 
     static func fail(_ message: String, status: Int32) -> Never {

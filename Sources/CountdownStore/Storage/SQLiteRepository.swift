@@ -14,8 +14,9 @@ import GRDB
 struct SQLiteRepository: CountdownRepository {
     let writer: any DatabaseWriter
 
+    // Failures are thrown as they come: the store converts them once, naming its file.
     func read<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws -> T {
-        try await translatingErrors { try readNow(body) }
+        try readNow(body)
     }
 
     /// The synchronous read: on the calling thread, in one deferred transaction (one snapshot).
@@ -40,14 +41,12 @@ struct SQLiteRepository: CountdownRepository {
     }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T {
-        try await translatingErrors {
-            if let immediate = try writeNow(body) { return immediate.value }
-            return try await writer.writeWithoutTransaction { db in
-                guard let result = try Self.transaction(db, waitingForLock: true, body) else {
-                    throw DatabaseError(resultCode: .SQLITE_BUSY, message: "database is locked")
-                }
-                return result.value
+        if let immediate = try writeNow(body) { return immediate.value }
+        return try await writer.writeWithoutTransaction { db in
+            guard let result = try Self.transaction(db, waitingForLock: true, body) else {
+                throw DatabaseError(resultCode: .SQLITE_BUSY, message: "database is locked")
             }
+            return result.value
         }
     }
 
@@ -114,7 +113,8 @@ func translatingErrorsNow<T>(path: String? = nil, _ body: () throws -> T) throws
 }
 
 extension CountdownError {
-    /// A storage failure described for people.
+    /// A storage failure described for people, with a code to switch on, the file's path, and the
+    /// failure itself as ``CountdownError/underlyingError``.
     init(storage error: any Error, path: String?) {
         if let error = error as? CountdownError {
             self = error
@@ -122,19 +122,21 @@ extension CountdownError {
         }
         let place = path.map { " at \(quoted($0, limit: 200))" } ?? ""
         guard let error = error as? DatabaseError else {
-            self.init(.storageFailure, "storage failure\(place): \(error)")
+            self.init(.storageFailure, "storage failure\(place): \(error)", underlying: error)
             return
         }
         let detail = error.message ?? "\(error.resultCode)"
         switch error.resultCode {
         case .SQLITE_NOTADB, .SQLITE_CORRUPT:
-            self.init(.unreadableDatabase, "the file\(place) is not a readable SQLite database (\(detail)); it was left untouched")
+            self.init(.unreadableDatabase, "the file\(place) is not a readable SQLite database (\(detail)); it was left untouched", underlying: error)
         case .SQLITE_FULL:
-            self.init(.storageFailure, "disk full writing the database\(place): \(detail)")
+            self.init(.diskFull, "disk full writing the database\(place): \(detail)", underlying: error)
         case .SQLITE_BUSY, .SQLITE_LOCKED:
-            self.init(.storageFailure, "the database\(place) stayed locked by another process: \(detail)")
+            self.init(.databaseBusy, "the database\(place) stayed locked by another process: \(detail)", underlying: error)
+        case .SQLITE_IOERR, .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY:
+            self.init(.ioFailure, "could not read or write the database\(place): \(detail) (\(error.resultCode))", underlying: error)
         default:
-            self.init(.storageFailure, "storage failure\(place): \(detail) (\(error.resultCode))")
+            self.init(.storageFailure, "storage failure\(place): \(detail) (\(error.resultCode))", underlying: error)
         }
     }
 }

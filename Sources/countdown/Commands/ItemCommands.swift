@@ -119,11 +119,7 @@ extension CountdownCommand {
                 throw CountdownError(.invalidArgument, "invalid server time '\(serverTime)': expected ISO-8601, like 2026-11-21T08:33:16Z")
             }
             let status = try await withStore(global) { store in
-                do {
-                    try await store.calibrate(serverTime: instant, force: force)
-                } catch let error as CountdownError where error.code == .calibrationNeedsForce {
-                    throw CountdownError(error.code, error.message.replacingOccurrences(of: "calibrate with force", with: "calibrate with --force"))
-                }
+                try await store.calibrate(serverTime: instant, force: force)
                 return try await store.clockStatus()
             }
             print("store clock: \(StoreTime.iso8601(milliseconds: status.now.wall))")

@@ -40,6 +40,27 @@ struct ReminderMailer {
     }
 }
 
+/// `CountdownError`'s first example: a direct call, caught typed.
+func countdownErrorTypedExample(store: CountdownStore) async {
+    do {
+        try await store.pause("order-1042")
+    } catch {
+        print(error.code, error.message)  // error is a CountdownError here
+    }
+}
+
+/// `CountdownError`'s second example: in a closure that throws `any Error`, matched by type.
+func countdownErrorClosureExample(store: CountdownStore) -> @Sendable () async throws -> String {
+    let refusal: @Sendable () async throws -> String = {
+        do {
+            return try await store.pause("order-1042").key
+        } catch let error as CountdownError where error.code == .wrongState {
+            return "already over: \(error.message)"
+        }
+    }
+    return refusal
+}
+
 /// The example of `CountdownStore.list(_:group:limit:after:)`: every item, a page at a time.
 func listPagesExample(store: CountdownStore) async throws {
     var cursor: ListCursor?
@@ -70,6 +91,16 @@ struct DocCommentExamplesTests {
         let otp = try #require(try await virtualClockExample(path: folder.path()))
         #expect(otp.state == .running)
         #expect(otp.remaining == .seconds(20))
+    }
+
+    @Test("CountdownError's examples catch a refusal typed, and in a closure by matching the type")
+    func countdownErrorExamplesRun() async throws {
+        let fixture = try Fixture()
+        let store = try fixture.open()
+        try await store.start("order-1042", duration: .seconds(1))
+        fixture.clock.advance(by: .seconds(2))
+        await countdownErrorTypedExample(store: store)
+        #expect(try await countdownErrorClosureExample(store: store)() == "already over: cannot pause 'order-1042': it has expired")
     }
 
     @Test("list(_:group:limit:after:)'s example walks every page")

@@ -80,9 +80,32 @@ struct ConnectionTests {
             // Opening may succeed when the damage is past the schema; reading then fails cleanly.
             _ = try await store.active(limit: 1000)
         } catch let error as CountdownError {
-            #expect(error.code == .unreadableDatabase || error.code == .storageFailure, "\(error)")
+            #expect(error.code == .unreadableDatabase || error.code == .ioFailure, "\(error)")
+            #expect(error.message.contains(fixture.path), "the operation's error names the file: \(error)")
+            #expect(error.underlyingError is DatabaseError, "SQLite's error is kept")
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.path)) == truncated)
+    }
+
+    @Test("A lock held past the busy timeout is databaseBusy, converted once: it names the file and keeps SQLite's error")
+    func busyIsACodeWithThePathAndTheUnderlyingError() async throws {
+        let fixture = try Fixture()
+        var configuration = fixture.configuration
+        configuration.busyTimeout = .milliseconds(50)
+        let store = try CountdownStore(path: fixture.path, configuration: configuration)
+        try await store.start("k", duration: .minutes(5))
+        var holding = GRDB.Configuration()
+        holding.allowsUnsafeTransactions = true  // another process holding the write lock
+        let other = try DatabaseQueue(path: fixture.path, configuration: holding)
+        try await other.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") }
+        let error = await expectError(.databaseBusy) { try await store.pause("k") }
+        #expect(error?.message.contains(fixture.path) == true, "\(error?.message ?? "")")
+        #expect((error?.underlyingError as? DatabaseError)?.resultCode == .SQLITE_BUSY)
+        #expect(error?.code.category == .storage)
+        try await other.writeWithoutTransaction { db in try db.execute(sql: "ROLLBACK") }
+        try other.close()
+        #expect(try await store.pause("k").state == .paused)
+        try await store.close()
     }
 
     @Test("Another application's SQLite database is refused and left untouched")
