@@ -50,16 +50,6 @@ func milliseconds(_ duration: Duration) -> Int64 {
     return seconds * 1000 + attoseconds / 1_000_000_000_000_000
 }
 
-extension CountdownPayload {
-    /// Text as it is; bytes as base64.
-    var jsonText: String {
-        switch self {
-        case .text(let text): text
-        case .bytes(let data): data.base64EncodedString()
-        }
-    }
-}
-
 extension Countdown {
     /// The object `show --json` prints: exactly the fields of the tool's contract.
     var json: JSON {

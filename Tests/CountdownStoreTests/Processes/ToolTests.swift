@@ -299,6 +299,44 @@ struct ToolTests {
         #expect(lines.first?["deadline_at"] as? String == zero)
     }
 
+    @Test("A plain JSONEncoder gives exactly the tool's objects: show --json and run's lines; they decode back")
+    func codableMatchesTheTool() async throws {
+        try countdown(["start", "paid", "10m", "--group", "orders", "--payload", "{\"order\":7}"])
+        try countdown(["pause", "paid"])
+        try countdown(["stopwatch", "watch"])
+        try countdown(["pause", "watch"])
+        try countdown(["start", "gone", "1h"])
+        try countdown(["cancel", "gone"])
+        try countdown(["start", "due", "1ms", "--payload", "p"])
+        try await eventually("due reached zero") { try self.countdown(["show", "due", "--json"]).json?["state"] as? String == "expired" }
+        let store = try CountdownStore(path: db)
+        for key in ["paid", "watch", "gone", "due"] {  // figures that do not move while the test reads them
+            let tool = try #require(try countdown(["show", key, "--json"]).json)
+            let item = try #require(try await store.countdown(key))
+            let encoded = try JSONEncoder().encode(item)
+            let library = try #require(try JSONSerialization.jsonObject(with: encoded) as? [String: Any])
+            #expect(NSDictionary(dictionary: library) == NSDictionary(dictionary: tool), "\(key): \(library) vs \(tool)")
+            let decoded = try JSONDecoder().decode(Countdown.self, from: encoded)
+            #expect(decoded.key == item.key && decoded.state == item.state && decoded.remainingMs == item.remainingMs)
+            #expect(decoded.elapsedMs == item.elapsedMs && decoded.startedAt == item.startedAt && decoded.expiredAt == item.expiredAt)
+            #expect(decoded.deadlineAt == item.deadlineAt && decoded.group == item.group && decoded.generation == item.generation)
+        }
+        #expect(try await store.countdown("paid")?.durationMs == 600_000)
+
+        let run = try startRun(["--consumer", "codable"])
+        try await eventually("run delivered the expiry") {
+            try self.sqlite3("SELECT count(*) FROM countdown_consumers WHERE name = 'codable' AND last_event_id > 0") == "1"
+        }
+        let (_, lines) = stop(run)
+        let line = try #require(lines.first)
+        let event = try #require(try await store.recentEvents(kinds: [.expired]).first)
+        let library = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(event)) as? [String: Any])
+        #expect(NSDictionary(dictionary: library) == NSDictionary(dictionary: line), "\(library) vs \(line)")
+        let decoded = try JSONDecoder().decode(CountdownEvent.self, from: try JSONEncoder().encode(event))
+        #expect(decoded.kind == .expired && decoded.key == "due" && decoded.lateMs == event.lateMs && decoded.firedAt == event.firedAt)
+        try await store.close()
+    }
+
     @Test("list --limit takes any positive count and --all lists everything; --json is one array")
     func listLimits() throws {
         try countdown(["start", "a", "1h"])
