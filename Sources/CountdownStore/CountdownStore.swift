@@ -451,6 +451,32 @@ public final class CountdownStore: Sendable {
         }
     }
 
+    /// Folds the write-ahead log back into the database file and truncates it
+    /// (`PRAGMA wal_checkpoint(TRUNCATE)`), waiting within the busy timeout for other writers.
+    ///
+    /// A store on its own file does this itself (its ticker's checkpointer, and ``close()``). A
+    /// host that shares its GRDB database with the store may call it at its own shutdown, after
+    /// its last write, so that the file alone holds everything. Readers in other processes may
+    /// keep part of the log in use; it is then left for a later checkpoint, just as durable.
+    ///
+    /// - Returns: whether the whole log was folded in and truncated; `true` for a database that is
+    ///   not in WAL mode (it has no log).
+    @discardableResult
+    public func checkpointWAL() async throws(CountdownError) -> Bool {
+        let database = database
+        return try await translatingErrors(path: path) {
+            try await database.writeWithoutTransaction { db in
+                guard try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal" else { return true }
+                do {
+                    let (log, folded) = try db.checkpoint(.truncate)
+                    return log == 0 || log == folded
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                    return false  // a reader kept part of the log in use
+                }
+            }
+        }
+    }
+
     /// Writes a final heartbeat, gives up the lease if this instance holds it, and closes the
     /// database if the store opened it. The store must not be used afterwards.
     public func close() async throws(CountdownError) {

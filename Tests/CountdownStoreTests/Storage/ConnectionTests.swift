@@ -108,6 +108,27 @@ struct ConnectionTests {
         try await store.close()
     }
 
+    @Test("In a host's GRDB pool, checkpointWAL folds the log in and truncates it")
+    func checkpointWALOnAHostDatabase() async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path("host.sqlite")
+        let pool = try DatabasePool(path: path)
+        let store = try CountdownStore(database: pool)
+        try await store.start((0..<500).map { .countdown("k\($0)", duration: .minutes(5)) })
+        let walPath = path + "-wal"
+        let before = try FileManager.default.attributesOfItem(atPath: walPath)[.size] as? NSNumber
+        #expect((before?.intValue ?? 0) > 0, "the writes are in the log")
+        #expect(try await store.checkpointWAL())
+        let after = try FileManager.default.attributesOfItem(atPath: walPath)[.size] as? NSNumber
+        #expect(after?.intValue == 0)
+        try await store.close()
+        #expect(try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM countdowns") } == 500)
+        try pool.close()
+        // A store on a database without a log has nothing to fold in.
+        let queue = try DatabaseQueue(path: folder.path("plain.sqlite"))
+        #expect(try await CountdownStore(database: queue).checkpointWAL())
+    }
+
     @Test("Another application's SQLite database is refused and left untouched")
     func foreignDatabaseIsRefused() async throws {
         let fixture = try Fixture()
