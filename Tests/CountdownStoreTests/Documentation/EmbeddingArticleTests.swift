@@ -77,6 +77,21 @@ func runOrderServer(logger: Logger) async throws {
     try await store.close()
 }
 
+/// The article's request handlers: one countdown as JSON, a page of them with the cursor.
+func showOrder(_ store: CountdownStore, key: String) async throws -> (status: Int, body: Data) {
+    do {
+        guard let item = try await store.countdown(key) else { return (404, Data()) }
+        return (200, try JSONEncoder().encode(item))
+    } catch let error as CountdownError where error.code == .invalidKey {
+        return (400, Data(error.message.utf8))
+    }
+}
+
+func listOrders(_ store: CountdownStore, after cursor: ListCursor?) async throws -> (body: Data, next: ListCursor?) {
+    let page = try await store.list(.active, group: "payments", limit: 100, after: cursor)
+    return (try JSONEncoder().encode(page.items), page.next)  // next == nil: the list is whole
+}
+
 /// The article's logging set-up.
 func countdownConfiguration(logger: Logger) -> CountdownStore.Configuration {
     var logger = logger
@@ -382,6 +397,27 @@ struct EmbeddingArticleTests {
         let lines = records.all
         #expect(lines.contains { $0.0 == .info && $0.1 == "holding the countdown lease" })
         #expect(!lines.contains { $0.0 == .debug }, "\(lines)")
+    }
+
+    @Test("The request handlers: a countdown as JSON in one line, a refusal caught in the closure, a cut list told from a whole one")
+    func requestHandlers() async throws {
+        let folder = try TemporaryFolder()
+        let store = try Self.virtualStore(folder, clock: VirtualClock())
+        try await store.start((0..<150).map { .countdown("order-\($0)", duration: .seconds(Int64(60 + $0)), group: "payments") })
+        let shown = try await showOrder(store, key: "order-7")
+        #expect(shown.status == 200)
+        let object = try #require(try JSONSerialization.jsonObject(with: shown.body) as? [String: Any])
+        #expect(object["key"] as? String == "order-7" && object["remaining_ms"] as? Int == 67_000)
+        #expect(try await showOrder(store, key: "nobody").status == 404)
+        let refused = try await showOrder(store, key: "")
+        #expect(refused.status == 400 && String(decoding: refused.body, as: UTF8.self).contains("key"))
+        let first = try await listOrders(store, after: nil)
+        let cut: ListCursor = try #require(first.next, "150 items: the first page is cut")
+        let second = try await listOrders(store, after: cut)
+        #expect(second.next == nil, "the second page ends the list")
+        let items = try JSONDecoder().decode([Countdown].self, from: first.body) + JSONDecoder().decode([Countdown].self, from: second.body)
+        #expect(items.map(\.key) == (0..<150).map { "order-\($0)" })
+        try await store.close()
     }
 
     @Test("A ticker that starts beside a live lease says at once that it stands by, as the article's log table says", .timeLimit(.minutes(1)))
