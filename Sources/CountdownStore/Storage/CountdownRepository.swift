@@ -62,8 +62,6 @@ protocol RepositoryReading {
     /// Expired items, newest first, expired at or after `sinceMs`, strictly after `after` (an
     /// expiry instant and key, in newest-first order).
     func expired(sinceMs: Int64?, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord]
-    /// The running countdown of `policy` with the earliest deadline.
-    func nextDeadline(policy: CountdownPolicy) throws -> ItemRecord?
     func counts() throws -> [CountRow]
     func events(afterID: Int64, limit: Int) throws -> [EventRecord]
     func lastEventID() throws -> Int64

@@ -290,13 +290,6 @@ struct SQLiteTransaction: RepositoryWriting {
             .fetch(db, orderedBy: "expired_at_ms DESC, key DESC", limit: limit)
     }
 
-    func nextDeadline(policy: CountdownPolicy) throws -> ItemRecord? {
-        try db.first(
-            ItemRecord.select
-                + " INDEXED BY countdowns_running_by_deadline WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = ? ORDER BY deadline_ms LIMIT 1",
-            bind: { $0.add(policy.rawValue) }, ItemRecord.init)
-    }
-
     func counts() throws -> [CountRow] {
         try db.all("SELECT state, group_name, count(*) FROM countdowns GROUP BY state, group_name") { row in
             (CountdownState(rawValue: try row.text(0)), row.optionalText(1), try row.int(2))

@@ -73,28 +73,23 @@ extension ItemRecord {
     /// The public value of this item at `now`. A countdown that has reached zero is expired,
     /// with the instant it reached zero, even before its expiry is recorded.
     func countdown(at now: Now) -> Countdown {
-        if isDue(at: now) {
-            let dueAt = Date(millisecondsSince1970: dueAtMs(at: now))
-            return Countdown(
-                key: key, group: group, kind: kind, policy: policy, state: .expired,
-                duration: durationMs.map(Duration.init(ms:)), elapsed: Duration(ms: durationMs ?? 0), remaining: .zero,
-                startedAt: Date(millisecondsSince1970: startedAtMs), deadlineAt: dueAt, expiredAt: dueAt,
-                generation: generation, payload: payload, computedAt: now.clocks)
-        }
+        // Past its deadline, elapsed is already the duration and remaining zero; only the state
+        // and the instants differ from what is recorded.
+        let dueAt = isDue(at: now) ? dueAtMs(at: now) : nil
         let deadlineAt: Int64? =
             switch state {
-            case .running: deadlineMs.flatMap { now.wall(when: policy, reaches: $0) }
+            case .running: dueAt ?? deadlineMs.flatMap { now.wall(when: policy, reaches: $0) }
             case .expired: expiredAtMs
             case .paused, .cancelled: nil
             }
         return Countdown(
-            key: key, group: group, kind: kind, policy: policy, state: state,
+            key: key, group: group, kind: kind, policy: policy, state: dueAt == nil ? state : .expired,
             duration: durationMs.map(Duration.init(ms:)),
             elapsed: Duration(ms: elapsedMs(at: now)),
             remaining: remainingMs(at: now).map(Duration.init(ms:)),
             startedAt: Date(millisecondsSince1970: startedAtMs),
             deadlineAt: deadlineAt.map(Date.init(millisecondsSince1970:)),
-            expiredAt: expiredAtMs.map(Date.init(millisecondsSince1970:)),
+            expiredAt: (dueAt ?? expiredAtMs).map(Date.init(millisecondsSince1970:)),
             generation: generation, payload: payload, computedAt: now.clocks)
     }
 
