@@ -60,6 +60,8 @@ def uncompiled_blocks():
     sources = []
     for folder in COMPILED:
         for path in glob.glob(os.path.join(folder, "**/*.swift"), recursive=True):
+            if "/.build" in path:
+                continue  # an example package's own build folder: its dependencies' sources
             sources.append(normalized(open(path, encoding="utf-8").read()))
     problems = []
     pages = sorted(glob.glob(os.path.join(CATALOG, "**/*.md"), recursive=True)) + [os.path.join(ROOT, "README.md")]

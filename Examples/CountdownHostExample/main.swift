@@ -17,16 +17,11 @@ struct ExpiryPrinter: Service {
 
     func run() async throws {
         let consumer = try await store.consumer("host-example")
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
         for try await expiry in try await consumer.events(.expiries).cancelOnGracefulShutdown() {
-            let line: [String: Any] = [
-                "event": "expired",
-                "key": expiry.key ?? "",
-                "generation": expiry.generation ?? 0,
-                "late_ms": Int64((expiry.late ?? .zero) / .milliseconds(1)),
-                "fired_at": (expiry.firedAt ?? expiry.recordedAt).formatted(.iso8601),
-            ]
-            let data = try JSONSerialization.data(withJSONObject: line, options: [.sortedKeys])
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            // The event's JSON is the line `countdown run` prints for it.
+            FileHandle.standardOutput.write(try encoder.encode(expiry) + Data("\n".utf8))
             try await consumer.acknowledge(expiry)  // handled: never delivered again
         }
     }

@@ -456,8 +456,10 @@ public final class CountdownStore: Sendable {
     ///
     /// A store on its own file does this itself (its ticker's checkpointer, and ``close()``). A
     /// host that shares its GRDB database with the store may call it at its own shutdown, after
-    /// its last write, so that the file alone holds everything. Readers in other processes may
-    /// keep part of the log in use; it is then left for a later checkpoint, just as durable.
+    /// its last write and after ``close()`` (which writes the lease), so that the file alone holds
+    /// everything: on a shared database it is the one method that still works after ``close()``.
+    /// Readers in other processes may keep part of the log in use; it is then left for a later
+    /// checkpoint, just as durable.
     ///
     /// - Returns: whether the whole log was folded in and truncated; `true` for a database that is
     ///   not in WAL mode (it has no log).
@@ -478,7 +480,8 @@ public final class CountdownStore: Sendable {
     }
 
     /// Writes a final heartbeat, gives up the lease if this instance holds it, and closes the
-    /// database if the store opened it. The store must not be used afterwards.
+    /// database if the store opened it. The store must not be used afterwards, except for
+    /// ``checkpointWAL()`` on a database the host shares with it.
     public func close() async throws(CountdownError) {
         guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
         try await releaseLease()

@@ -1,0 +1,140 @@
+import CountdownStore
+import Foundation
+import GRDB
+
+/// An order as the service stores it in its own table and returns it as JSON.
+public struct Order: Codable, Sendable, Hashable, FetchableRecord, PersistableRecord {
+    /// What the order is waiting for.
+    public enum Status: String, Codable, Sendable, DatabaseValueConvertible {
+        /// Placed; its payment deadline is running.
+        case awaitingPayment = "awaiting_payment"
+        /// Paid before its deadline.
+        case paid
+        /// Its deadline passed unpaid.
+        case expired
+    }
+
+    /// The order's id, also the tail of its countdown's key (`order-<id>`).
+    public var id: String
+    /// What was ordered.
+    public var item: String
+    /// The price in cents.
+    public var amountCents: Int
+    /// Where the order stands.
+    public var status: Status
+    /// When the order was placed, on the store's wall clock.
+    public var createdAt: Date
+    /// When it was paid or expired, on the store's wall clock.
+    public var closedAt: Date?
+    /// The countdown event that closed it (`cancelled` for a payment, `expired` for an expiry).
+    public var closingEventID: Int64?
+    /// How many times that event reached the service: 1, or more after a crash that came between
+    /// handling it and acknowledging it.
+    public var closingDeliveries: Int
+
+    /// The table's name.
+    public static let databaseTableName = "orders"
+
+    enum CodingKeys: String, CodingKey {
+        case id, item, status
+        case amountCents = "amount_cents", createdAt = "created_at", closedAt = "closed_at"
+        case closingEventID = "closing_event_id", closingDeliveries = "closing_deliveries"
+    }
+
+    /// The key of the order's payment countdown.
+    public var countdownKey: String { Self.countdownKey(id) }
+
+    /// The key of the payment countdown of the order `id`.
+    public static func countdownKey(_ id: String) -> String { "order-\(id)" }
+
+    /// The order id in a payment countdown's key, or `nil` for another key.
+    public static func id(fromCountdownKey key: String) -> String? {
+        key.hasPrefix("order-") ? String(key.dropFirst("order-".count)) : nil
+    }
+}
+
+/// The service's own tables, in the same GRDB database as the countdowns.
+public struct OrderBook: Sendable {
+    /// The database the orders and the countdowns share.
+    public let database: DatabasePool
+
+    /// Opens (or creates) the service's database and brings its own tables up to date.
+    public init(path: String) throws {
+        var configuration = GRDB.Configuration()
+        configuration.busyMode = .timeout(10)  // the countdown tool may write to the same file
+        database = try DatabasePool(path: path, configuration: configuration)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("createOrders") { db in
+            try db.create(table: Order.databaseTableName) { table in
+                table.primaryKey("id", .text)
+                table.column("item", .text).notNull()
+                table.column("amount_cents", .integer).notNull()
+                table.column("status", .text).notNull()
+                table.column("created_at", .datetime).notNull()
+                table.column("closed_at", .datetime)
+                table.column("closing_event_id", .integer)
+                table.column("closing_deliveries", .integer).notNull().defaults(to: 0)
+            }
+        }
+        try migrator.migrate(database)
+    }
+
+    /// Adds a new order awaiting payment.
+    func insert(_ order: Order) async throws {
+        try await database.write { db in try order.insert(db) }
+    }
+
+    /// The order `id`, if there is one.
+    public func order(_ id: String) async throws -> Order? {
+        try await database.read { db in try Order.fetchOne(db, key: id) }
+    }
+
+    /// The orders with these ids, by id.
+    func orders(_ ids: [String]) async throws -> [String: Order] {
+        let orders = try await database.read { db in try Order.fetchAll(db, keys: ids) }
+        return Dictionary(uniqueKeysWithValues: orders.map { ($0.id, $0) })
+    }
+
+    /// Marks an order paid once its countdown was cancelled; does nothing to an order already closed.
+    func markPaid(_ id: String, at instant: Date) async throws {
+        try await database.write { db in
+            try db.execute(
+                sql: "UPDATE orders SET status = ?, closed_at = ? WHERE id = ? AND status = ?",
+                arguments: [Order.Status.paid, instant, id, Order.Status.awaitingPayment])
+        }
+    }
+
+    /// What handling a closing event did to its order.
+    enum Outcome: Equatable {
+        /// The order was closed by this event.
+        case closed
+        /// The event had closed it already: a delivery after a crash, counted.
+        case redelivered
+        /// No order has that id (a crash came between starting the countdown and adding the order).
+        case unknownOrder
+        /// The order was closed the other way (paid, yet its deadline expired): a bug if it happens.
+        case contradicts(Order.Status)
+    }
+
+    /// Closes the order of a payment countdown's `cancelled` or `expired` event. Safe to run again
+    /// for the same event: a second delivery is only counted.
+    func close(_ id: String, as status: Order.Status, by event: CountdownEvent, at instant: Date) async throws -> Outcome {
+        try await database.write { db in
+            guard var order = try Order.fetchOne(db, key: id) else { return .unknownOrder }
+            if order.closingEventID == event.id {
+                order.closingDeliveries += 1
+                try order.update(db)
+                return .redelivered
+            }
+            // The payment route marks an order paid before its `cancelled` event arrives.
+            let open = order.status == .awaitingPayment || (order.status == status && order.closingEventID == nil)
+            guard open else { return .contradicts(order.status) }
+            order.status = status
+            order.closedAt = order.closedAt ?? instant
+            order.closingEventID = event.id
+            order.closingDeliveries = 1
+            try order.update(db)
+            return .closed
+        }
+    }
+}
