@@ -14,6 +14,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", exact: "2.0.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
         // `swift package generate-documentation --target CountdownStore`: the DocC catalog.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", exact: "1.5.0"),
     ],
@@ -86,6 +87,14 @@ let package = Package(
             ],
             // Files that real failures left behind, unpacked by the tests that use them.
             exclude: ["Fixtures"]
+        ),
+        // The PostgreSQL suites, on a throwaway server they start (or COUNTDOWN_POSTGRES_URL's).
+        .testTarget(
+            name: "CountdownStorePostgresTests",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
