@@ -67,7 +67,7 @@ let package = Package(
             ],
             path: "Benchmarks/CountdownBenchmarks"
         ),
-        // Turns `Migrations/*.sql` into Swift source at build time, so binaries carry their schema.
+        // Turns `Migrations/<engine>/*.sql` into Swift source at build time, so binaries carry their schema.
         .executableTarget(name: "EmbedMigrationsTool"),
         .plugin(
             name: "EmbedMigrations",

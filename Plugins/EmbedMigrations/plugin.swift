@@ -1,12 +1,14 @@
 import Foundation
 import PackagePlugin
 
-/// Embeds the package's `Migrations/*.sql` files into the target as Swift source,
-/// so the schema travels inside every binary and nothing is read from disk at run time.
+/// Embeds the package's migrations for the target's engine (`Migrations/sqlite/*.sql`, or
+/// `Migrations/postgres/*.sql` for a target whose name ends in `Postgres`) into the target as
+/// Swift source, so the schema travels inside every binary and nothing is read from disk at run time.
 @main
 struct EmbedMigrations: BuildToolPlugin {
     func createBuildCommands(context: PluginContext, target: any Target) async throws -> [Command] {
-        let folder = context.package.directoryURL.appending(path: "Migrations")
+        let engine = target.name.hasSuffix("Postgres") ? "postgres" : "sqlite"
+        let folder = context.package.directoryURL.appending(path: "Migrations").appending(path: engine)
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
             .filter { $0.hasSuffix(".sql") }
             .sorted()

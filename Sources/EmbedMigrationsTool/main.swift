@@ -27,10 +27,10 @@ func swiftLiteral(_ text: String) -> String {
 }
 
 var source = """
-    // Generated at build time from Migrations/*.sql. Do not edit.
+    // Generated at build time from Migrations/<engine>/*.sql. Do not edit.
 
     extension Migration {
-        /// Every migration of `Migrations/`, in the order they apply.
+        /// Every migration of the engine's folder of `Migrations/`, in the order they apply.
         static let embedded: [Migration] = [
 
     """

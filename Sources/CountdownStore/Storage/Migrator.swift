@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 
-/// One numbered SQL file of `Migrations/`, embedded in the binary at build time.
+/// One numbered SQL file of `Migrations/sqlite/`, embedded in the binary at build time.
 struct Migration: Sendable, Hashable {
     /// The file name, for example `0001_core_tables.sql`: the migration's identity forever.
     let name: String

@@ -5,7 +5,7 @@ import Foundation
 /// Each item runs on its own timeline: `A + G` for `wall`, `A` for `active`. On it:
 /// `elapsed = timeline − start − paused`, and a countdown is due when the timeline reaches
 /// `deadline = start + paused + duration`, where `start = startOffset (+ gapAtStart for wall)`.
-/// The same formulas are written in SQL in `Migrations/0002_views.sql`.
+/// The same formulas are written in SQL in `Migrations/sqlite/0004_expiry_at_query_time.sql`.
 extension ItemRecord {
     /// A new running item started at `time`.
     init(

@@ -6,12 +6,12 @@ import Testing
 
 @Suite("Migrations")
 struct MigrationTests {
-    /// `Migrations/` in the source tree.
+    /// `Migrations/sqlite/` in the source tree.
     static let folder = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Migrations")
+        .appendingPathComponent("Migrations").appendingPathComponent("sqlite")
 
-    @Test("What runs is exactly what Migrations/ holds, in file-name order")
+    @Test("What runs is exactly what Migrations/sqlite/ holds, in file-name order")
     func embeddedMigrationsAreExactlyTheFolder() throws {
         let names = try FileManager.default.contentsOfDirectory(atPath: Self.folder.path)
             .filter { $0.hasSuffix(".sql") }.sorted()
