@@ -61,3 +61,10 @@ extension CountdownStore {
         try await writing { _, now, expired in expired.map { $0.countdown(at: now) } }
     }
 }
+
+extension CountdownStore {
+    /// Starts the engine's upkeep for a ticker that starts running.
+    func startUpkeep() throws(CountdownError) -> (any EngineUpkeep)? {
+        try translatingErrorsNow(path: path) { try engine.startUpkeep(for: self) }
+    }
+}

@@ -25,11 +25,11 @@ public final class CountdownStore: Sendable {
     /// This store instance's name in the lease row.
     public let instanceID: String
 
-    let repository: SQLiteRepository
+    /// The database engine: every read and write of the store goes through it.
+    let engine: any StorageEngine
     /// Bumped after every committed write of this instance that changed items or events.
     let changes = ChangeSignal()
     private let state = Locked(MemoryState())
-    private let ownsDatabase: Bool
 
     private struct MemoryState {
         /// No clock reading handed out by this instance goes below this.
@@ -64,44 +64,14 @@ public final class CountdownStore: Sendable {
     private init(database: any DatabaseWriter, path: String?, owns: Bool, configuration: Configuration) throws(CountdownError) {
         self.database = database
         self.path = path
-        self.ownsDatabase = owns
         self.configuration = configuration
-        self.repository = SQLiteRepository(writer: database)
         self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
-        try translatingErrorsNow(path: path) {
-            try Migrator().migrate(database)
-            // Reentrant: a host may open the store from a task that just awaited its own database.
-            let exists = try database.unsafeReentrantRead { db in try SQLiteTransaction(db: db).checkpoint() != nil }
-            if !exists { try Self.startClocks(database, path: path, clock: configuration.clock) }
+        self.engine = try translatingErrorsNow(path: path) {
+            try SQLiteRepository(
+                writer: database, path: owns ? path : nil, busyTimeout: configuration.busyTimeout,
+                durability: configuration.durability, clock: configuration.clock)
         }
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
-    }
-
-    /// Writes a new store's first `countdown_clock` row, under the write lock.
-    ///
-    /// Another process opening the same new file at the same moment may have written it first;
-    /// a process killed after the migrations committed may have left a store with no clock row
-    /// and nothing else: both are a store still being created, whose clocks start now. A store
-    /// that holds countdowns or events without its clock row is damaged, and is not written to.
-    private static func startClocks(_ database: any DatabaseWriter, path: String?, clock: any StoreClock) throws {
-        try database.unsafeReentrantWrite { db in
-            try db.inTransaction(.immediate) {
-                let tx = SQLiteTransaction(db: db)
-                if try tx.checkpoint() != nil { return .rollback }
-                let used = try db.first("SELECT EXISTS (SELECT 1 FROM countdowns) OR EXISTS (SELECT 1 FROM countdown_events)") {
-                    try $0.bool(0)
-                } ?? false
-                guard !used else {
-                    throw CountdownError(
-                        .unreadableDatabase,
-                        "the database\(path.map { " at \(quoted($0, limit: 200))" } ?? "") is damaged: its countdown_clock row is missing; it was left untouched")
-                }
-                try tx.save(Checkpoint.initial(at: ClockReading(clock)), creating: true)
-                CrashPoints.reach(.firstClockBeforeCommit)
-                return .commit
-            }
-            CrashPoints.reach(.firstClockAfterCommit)
-        }
     }
 
     // MARK: - Transactions with the clocks moved to now
@@ -128,7 +98,7 @@ public final class CountdownStore: Sendable {
         _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
     ) async throws(CountdownError) -> T {
         let outcome: (result: Result<T, CountdownError>, expired: Bool) = try await translatingErrors(path: path) {
-            try await repository.write { tx in
+            try await engine.write { tx in
                 let (now, expired) = try self.advanceClocks(tx)
                 guard !expired.isEmpty else { return (.success(try body(tx, now, expired)), false) }
                 do {
@@ -181,7 +151,7 @@ public final class CountdownStore: Sendable {
         _ body: @escaping @Sendable (any RepositoryReading, Now, SoonestDeadlines) throws -> T
     ) async throws(CountdownError) -> T {
         try await translatingErrors(path: path) {
-            try await repository.read { tx in
+            try await engine.read { tx in
                 let (extrapolation, checkpoint, lease, soonest) = try self.extrapolate(tx)
                 self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
                 let now = Now(self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
@@ -208,7 +178,7 @@ public final class CountdownStore: Sendable {
     func nextDueBoot() async throws(CountdownError) -> Int64? {
         let clock = configuration.clock
         return try await translatingErrors(path: path) {
-            try await repository.read { tx in
+            try await engine.read { tx in
                 let reading = ClockReading(clock)
                 let (extrapolation, checkpoint, lease, soonest) = try self.extrapolate(tx, at: reading)
                 self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
@@ -222,15 +192,9 @@ public final class CountdownStore: Sendable {
         }
     }
 
-    /// SQLite's `data_version` on the writing connection: it changes when another connection
-    /// (another process) commits.
-    func dataVersion() async throws(CountdownError) -> Int {
-        try translatingErrorsNow(path: path) {
-            // On the calling thread, like every transaction of the store (see `SQLiteRepository`).
-            try database.unsafeReentrantWrite { db in
-                try db.first("PRAGMA data_version") { Int(try $0.int(0)) } ?? 0
-            }
-        }
+    /// A number that changes whenever another connection (another process) commits.
+    func foreignChangeToken() throws(CountdownError) -> Int {
+        try translatingErrorsNow(path: path) { try engine.foreignChangeToken() }
     }
 
     /// `time`, raised so that this instance never hands out a clock reading below an earlier one.
@@ -465,18 +429,7 @@ public final class CountdownStore: Sendable {
     ///   not in WAL mode (it has no log).
     @discardableResult
     public func checkpointWAL() async throws(CountdownError) -> Bool {
-        let database = database
-        return try await translatingErrors(path: path) {
-            try await database.writeWithoutTransaction { db in
-                guard try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal" else { return true }
-                do {
-                    let (log, folded) = try db.checkpoint(.truncate)
-                    return log == 0 || log == folded
-                } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
-                    return false  // a reader kept part of the log in use
-                }
-            }
-        }
+        try await translatingErrors(path: path) { try await engine.checkpointLog() }
     }
 
     /// Writes a final heartbeat, gives up the lease if this instance holds it, and closes the
@@ -485,17 +438,6 @@ public final class CountdownStore: Sendable {
     public func close() async throws(CountdownError) {
         guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
         try await releaseLease()
-        if ownsDatabase {
-            let database = database
-            try translatingErrorsNow(path: path) {
-                CrashPoints.reach(.closeBeforeCheckpoint)
-                // Fold the WAL into the database file, so the file alone holds everything. Another
-                // process still reading may keep part of it in the WAL, where it is just as durable.
-                _ = try? database.unsafeReentrantWrite { db in try db.checkpoint(.truncate) }
-                CrashPoints.reach(.closeAfterCheckpoint)
-                try database.close()
-                CrashPoints.reach(.closed)
-            }
-        }
+        try translatingErrorsNow(path: path) { try engine.close() }
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// Which items ``CountdownStore/list(_:group:limit:)`` returns.
 public enum StateFilter: String, Sendable, Hashable, Codable, CaseIterable {
@@ -88,13 +87,12 @@ extension CountdownStore {
 
     /// Schema, integrity, counts, clocks and lease, for `countdown doctor`.
     public func diagnostics() async throws(CountdownError) -> StoreDiagnostics {
+        let engine = engine
         let (applied, integrity) = try await translatingErrors(path: path) {
-            try await database.read { db in
-                (try Migrator.applied(db), try String.fetchAll(db, sql: "PRAGMA integrity_check"))
-            }
+            (try await engine.appliedMigrations(), try await engine.integrityCheck())
         }
         return StoreDiagnostics(
-            appliedMigrations: applied, knownMigrations: Migration.embedded.map(\.name), integrity: integrity,
+            appliedMigrations: applied, knownMigrations: engine.knownMigrations, integrity: integrity,
             counts: try await counts(), clock: try await clockStatus(),
             recentClockEvents: try await recentEvents(kinds: [.clockEdited, .calibrated], limit: 10))
     }

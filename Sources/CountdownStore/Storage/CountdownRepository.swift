@@ -108,3 +108,36 @@ protocol CountdownRepository: Sendable {
     func read<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws -> T
     func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T
 }
+
+/// Work an engine does in the background while a ticker runs (SQLite: folding the write-ahead
+/// log back into the file when no deadline is near).
+protocol EngineUpkeep: AnyObject, Sendable {
+    /// The ticker is about to sleep, and the next deadline is `gapMs` away (`nil`: none is due).
+    func idle(untilNextDeadlineMs gapMs: Int64?)
+    /// Stops, waiting for work under way.
+    func stop() async
+}
+
+/// What the store needs of its database engine besides transactions: the signs of other
+/// connections' writes, upkeep while a ticker runs, inspection, and closing. The store's logic
+/// reaches the database through this protocol and ``CountdownRepository`` alone.
+protocol StorageEngine: CountdownRepository {
+    /// Where the store lives, for messages: the database file, or `nil` for a host's database.
+    var location: String? { get }
+    /// A number that changes whenever another connection (another process) commits; the ticker
+    /// polls it to notice writes it was not told about.
+    func foreignChangeToken() throws -> Int
+    /// Starts the engine's upkeep for a ticker of `store` that starts running; `nil` when the
+    /// engine has none (or the database is the host's to look after).
+    func startUpkeep(for store: CountdownStore) throws -> (any EngineUpkeep)?
+    /// The migrations the database records, in the order they were applied.
+    func appliedMigrations() async throws -> [String]
+    /// The migrations this build knows, in order.
+    var knownMigrations: [String] { get }
+    /// The engine's own integrity check: `["ok"]` when the database is sound.
+    func integrityCheck() async throws -> [String]
+    /// Folds the write-ahead log into the database and truncates it; whether all of it was.
+    func checkpointLog() async throws -> Bool
+    /// Closes what the store opened itself, after folding its log in; leaves a host's database open.
+    func close() throws
+}

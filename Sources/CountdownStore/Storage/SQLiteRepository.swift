@@ -11,8 +11,104 @@ import GRDB
 /// other synchronous methods trap. A write first tries to take SQLite's write lock without
 /// waiting; only when another connection holds it does the write move to GRDB's queue and wait
 /// there (up to the busy timeout) without blocking the caller's thread.
-struct SQLiteRepository: CountdownRepository {
+struct SQLiteRepository: StorageEngine {
     let writer: any DatabaseWriter
+    /// The database file when the store opened it itself; `nil` for a host's database.
+    let path: String?
+    /// The settings a second connection to the file needs (the WAL checkpointer's).
+    let busyTimeout: Duration
+    let durability: CountdownStore.Durability
+
+    var location: String? { path }
+
+    /// Opens the engine on `writer`, brings the schema up to date and, for a new store, writes
+    /// its first clock row.
+    init(
+        writer: any DatabaseWriter, path: String?, busyTimeout: Duration, durability: CountdownStore.Durability,
+        clock: any StoreClock
+    ) throws {
+        self.writer = writer
+        self.path = path
+        self.busyTimeout = busyTimeout
+        self.durability = durability
+        try Migrator().migrate(writer)
+        // Reentrant: a host may open the store from a task that just awaited its own database.
+        let exists = try writer.unsafeReentrantRead { db in try SQLiteTransaction(db: db).checkpoint() != nil }
+        if !exists { try Self.startClocks(writer, path: path, clock: clock) }
+    }
+
+    /// Writes a new store's first `countdown_clock` row, under the write lock.
+    ///
+    /// Another process opening the same new file at the same moment may have written it first;
+    /// a process killed after the migrations committed may have left a store with no clock row
+    /// and nothing else: both are a store still being created, whose clocks start now. A store
+    /// that holds countdowns or events without its clock row is damaged, and is not written to.
+    private static func startClocks(_ database: any DatabaseWriter, path: String?, clock: any StoreClock) throws {
+        try database.unsafeReentrantWrite { db in
+            try db.inTransaction(.immediate) {
+                let tx = SQLiteTransaction(db: db)
+                if try tx.checkpoint() != nil { return .rollback }
+                let used = try db.first("SELECT EXISTS (SELECT 1 FROM countdowns) OR EXISTS (SELECT 1 FROM countdown_events)") {
+                    try $0.bool(0)
+                } ?? false
+                guard !used else {
+                    throw CountdownError(
+                        .unreadableDatabase,
+                        "the database\(path.map { " at \(quoted($0, limit: 200))" } ?? "") is damaged: its countdown_clock row is missing; it was left untouched")
+                }
+                try tx.save(Checkpoint.initial(at: ClockReading(clock)), creating: true)
+                CrashPoints.reach(.firstClockBeforeCommit)
+                return .commit
+            }
+            CrashPoints.reach(.firstClockAfterCommit)
+        }
+    }
+
+    /// SQLite's `data_version` on the writing connection: it changes when another connection
+    /// (another process) commits. On the calling thread, like every transaction here.
+    func foreignChangeToken() throws -> Int {
+        try writer.unsafeReentrantWrite { db in
+            try db.first("PRAGMA data_version") { Int(try $0.int(0)) } ?? 0
+        }
+    }
+
+    func startUpkeep(for store: CountdownStore) throws -> (any EngineUpkeep)? {
+        guard let path else { return nil }  // a host's database keeps the host's settings
+        return try WALCheckpointer.start(for: self, path: path)
+    }
+
+    func appliedMigrations() async throws -> [String] {
+        try await writer.read { db in try Migrator.applied(db) }
+    }
+
+    var knownMigrations: [String] { Migration.embedded.map(\.name) }
+
+    func integrityCheck() async throws -> [String] {
+        try await writer.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
+    }
+
+    func checkpointLog() async throws -> Bool {
+        try await writer.writeWithoutTransaction { db in
+            guard try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal" else { return true }
+            do {
+                let (log, folded) = try db.checkpoint(.truncate)
+                return log == 0 || log == folded
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                return false  // a reader kept part of the log in use
+            }
+        }
+    }
+
+    func close() throws {
+        guard path != nil else { return }  // the host's database: the host closes it
+        CrashPoints.reach(.closeBeforeCheckpoint)
+        // Fold the WAL into the database file, so the file alone holds everything. Another
+        // process still reading may keep part of it in the WAL, where it is just as durable.
+        _ = try? writer.unsafeReentrantWrite { db in try db.checkpoint(.truncate) }
+        CrashPoints.reach(.closeAfterCheckpoint)
+        try writer.close()
+        CrashPoints.reach(.closed)
+    }
 
     // Failures are thrown as they come: the store converts them once, naming its file.
     func read<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws -> T {

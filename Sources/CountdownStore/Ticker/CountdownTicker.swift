@@ -43,8 +43,9 @@ public final class CountdownTicker: Service, Sendable {
         /// While the loop sleeps: until when, and the change version it has handled.
         var asleep: (until: Int64, version: UInt64)?
         var idleWaiters: [CheckedContinuation<Bool, Never>] = []
-        /// Who folds the WAL into the file while the ticker runs (a store on its own file only).
-        var checkpointer: WALCheckpointer?
+        /// The engine's upkeep while the ticker runs (SQLite: the WAL checkpointer, for a store on
+        /// its own file).
+        var upkeep: (any EngineUpkeep)?
     }
 
     /// A ticker for `store`. It does nothing until ``run()``.
@@ -56,7 +57,7 @@ public final class CountdownTicker: Service, Sendable {
     public var subscriptionCount: Int { state.withLock { $0.subscriptions.count } }
 
     /// The WAL checkpointer while the ticker runs on a store with its own file.
-    var walCheckpointer: WALCheckpointer? { state.withLock { $0.checkpointer } }
+    var walCheckpointer: WALCheckpointer? { state.withLock { $0.upkeep as? WALCheckpointer } }
 
     /// The lease as of the last heartbeat: whether this ticker is the one advancing time.
     public var leaseStatus: CountdownStore.LeaseStatus? { state.withLock { $0.lease } }
@@ -80,18 +81,18 @@ public final class CountdownTicker: Service, Sendable {
                 state.lease = nil
             }
         }
-        let checkpointer = try WALCheckpointer.start(for: store)
-        state.withLock { $0.checkpointer = checkpointer }
+        let upkeep = try store.startUpkeep()
+        state.withLock { $0.upkeep = upkeep }
         var failure: (any Error)?
         do {
-            try await cancelWhenGracefulShutdown { try await self.loop(checkpointer: checkpointer) }
+            try await cancelWhenGracefulShutdown { try await self.loop(upkeep: upkeep) }
         } catch {
             // Cancellation and graceful shutdown end here too, whatever the call they interrupted
             // reported (a wait for another process's lock ends with a storage error then).
             if !(error is CancellationError) && !Task.isCancelled { failure = error }
         }
-        await checkpointer?.stop()
-        state.withLock { $0.checkpointer = nil }
+        await upkeep?.stop()
+        state.withLock { $0.upkeep = nil }
         if let failure {
             store.configuration.logger.error("countdown ticker stopped", metadata: ["error": "\(failure)"])
             try? await Task { try await self.store.releaseLease() }.value
@@ -103,13 +104,13 @@ public final class CountdownTicker: Service, Sendable {
 
     // MARK: - The loop
 
-    private func loop(checkpointer: WALCheckpointer?) async throws {
+    private func loop(upkeep: (any EngineUpkeep)?) async throws {
         let clock = store.configuration.clock
         let logger = store.configuration.logger
         let heartbeatMs = max(1, store.configuration.heartbeatInterval.milliseconds)
         var nextHeartbeat = Int64.min
         var nextPoll = Int64.min
-        var dataVersion: Int?
+        var foreignChanges: Int?
         var seenVersion = store.changes.version &- 1
         var dueBoot: Int64?
         var holding: Bool?
@@ -139,11 +140,11 @@ public final class CountdownTicker: Service, Sendable {
                 nextHeartbeat = passBoot + heartbeatMs
             }
             if passBoot >= nextPoll {
-                let current = try await store.dataVersion()
-                if let dataVersion, current != dataVersion {
+                let current = try store.foreignChangeToken()
+                if let foreignChanges, current != foreignChanges {
                     store.changes.bump()  // another process wrote: look again now
                 }
-                dataVersion = current
+                foreignChanges = current
                 nextPoll = passBoot + Self.pollMs
             }
             if store.changes.version != seenVersion {
@@ -161,7 +162,7 @@ public final class CountdownTicker: Service, Sendable {
             var wake = min(passBoot + Self.capMs, nextHeartbeat, nextPoll)
             if let dueBoot { wake = min(wake, dueBoot) }
             if let nextTick { wake = min(wake, nextTick) }
-            checkpointer?.idle(untilNextDeadlineMs: dueBoot.map { $0 - clock.bootMilliseconds })
+            upkeep?.idle(untilNextDeadlineMs: dueBoot.map { $0 - clock.bootMilliseconds })
             markAsleep(until: wake, version: seenVersion)
             defer { markAwake() }
             try await store.changes.wait(after: seenVersion, orUntilBoot: wake, on: clock)

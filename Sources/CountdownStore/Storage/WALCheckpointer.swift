@@ -22,7 +22,7 @@ import Darwin
 /// a burst of a thousand expiries a second, about ten pages each, can go on for 25 seconds
 /// before a checkpoint has to run beside it. Only for a store that opened its own file: a host's
 /// database keeps the host's settings.
-final class WALCheckpointer: @unchecked Sendable {
+final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     // Safe: the mutable properties are reached only under `lock`; the rest is fixed at init.
     private let lock = NSLock()
     /// Frames in the WAL after the store connection's last commit (SQLite's WAL hook).
@@ -37,7 +37,8 @@ final class WALCheckpointer: @unchecked Sendable {
     private var completed = 0
     private var completionWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
 
-    private let store: CountdownStore
+    /// The store's own connection, whose automatic checkpoints this one replaces.
+    private let writer: any DatabaseWriter
     private let queue: DatabaseQueue
     private let pipe = WakePipe()
 
@@ -48,20 +49,17 @@ final class WALCheckpointer: @unchecked Sendable {
     /// How far the next deadline must be for a checkpoint to start.
     static let quietMs: Int64 = 50
 
-    private init(store: CountdownStore, queue: DatabaseQueue) {
-        self.store = store
+    private init(writer: any DatabaseWriter, queue: DatabaseQueue) {
+        self.writer = writer
         self.queue = queue
     }
 
-    /// Takes over checkpointing for `store`; `nil` when the store's database belongs to the host.
-    static func start(for store: CountdownStore) throws(CountdownError) -> WALCheckpointer? {
-        guard let path = store.path else { return nil }
-        let queue = try translatingErrorsNow(path: path) {
-            try DatabaseQueue(
-                path: path, configuration: DatabaseOpening.grdbConfiguration(
-                    busyTimeout: store.configuration.busyTimeout, durability: store.configuration.durability))
-        }
-        let checkpointer = WALCheckpointer(store: store, queue: queue)
+    /// Takes over checkpointing for the store's own file at `path`, from a connection of its own.
+    static func start(for repository: SQLiteRepository, path: String) throws -> WALCheckpointer {
+        let queue = try DatabaseQueue(
+            path: path, configuration: DatabaseOpening.grdbConfiguration(
+                busyTimeout: repository.busyTimeout, durability: repository.durability))
+        let checkpointer = WALCheckpointer(writer: repository.writer, queue: queue)
         try checkpointer.takeOverCheckpoints()
         let thread = Thread { checkpointer.run() }
         thread.name = "CountdownStore.WALCheckpointer"
@@ -117,10 +115,8 @@ final class WALCheckpointer: @unchecked Sendable {
             }
             if done { continuation.resume() } else { pipe.poke() }
         }
-        try? translatingErrorsNow(path: store.path) {
-            // SQLite's default, which also replaces this checkpointer's WAL hook with SQLite's own.
-            try store.database.unsafeReentrantWrite { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 1000") }
-        }
+        // SQLite's default, which also replaces this checkpointer's WAL hook with SQLite's own.
+        try? writer.unsafeReentrantWrite { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 1000") }
     }
 
     private func run() {
@@ -155,22 +151,20 @@ final class WALCheckpointer: @unchecked Sendable {
     }
 
     /// Turns off the store connection's automatic checkpoints and counts its WAL frames instead.
-    private func takeOverCheckpoints() throws(CountdownError) {
+    private func takeOverCheckpoints() throws {
         let context = Unmanaged.passUnretained(self).toOpaque()
-        try translatingErrorsNow(path: store.path) {
-            try store.database.unsafeReentrantWrite { db in
-                try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
-                guard let connection = db.sqliteConnection else { return }
-                // Lives until `stop()` hands the hook back to SQLite, which the ticker awaits.
-                sqlite3_wal_hook(
-                    connection,
-                    { context, _, _, frames in
-                        guard let context else { return SQLITE_OK }
-                        let checkpointer = Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue()
-                        checkpointer.lock.withLock { checkpointer.walFrames = Int(frames) }
-                        return SQLITE_OK
-                    }, context)
-            }
+        try writer.unsafeReentrantWrite { db in
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            guard let connection = db.sqliteConnection else { return }
+            // Lives until `stop()` hands the hook back to SQLite, which the ticker awaits.
+            sqlite3_wal_hook(
+                connection,
+                { context, _, _, frames in
+                    guard let context else { return SQLITE_OK }
+                    let checkpointer = Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue()
+                    checkpointer.lock.withLock { checkpointer.walFrames = Int(frames) }
+                    return SQLITE_OK
+                }, context)
         }
     }
 }
