@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// What an event records.
 enum EventKind: String, Sendable {

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// One row of the `countdowns` table, as stored.
 struct ItemRecord: Sendable, Hashable {
