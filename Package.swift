@@ -21,10 +21,13 @@ let package = Package(
     targets: [
         // Small C helpers for SQLite calls Swift cannot make (variadic `sqlite3_db_config`).
         .target(name: "CSQLiteShim"),
+        // The one system call of the engine-neutral core Swift cannot make (variadic `prctl`).
+        .target(name: "CCountdownSystem"),
         .target(
             name: "CountdownStore",
             dependencies: [
                 "CSQLiteShim",
+                "CCountdownSystem",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

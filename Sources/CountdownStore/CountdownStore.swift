@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import Logging
 
 /// Many named countdowns and stopwatches kept in SQLite, so they survive restarts, crashes,
@@ -20,8 +19,6 @@ public final class CountdownStore: Sendable {
     public let configuration: Configuration
     /// The database file, or `nil` when the host handed the store its own database.
     public let path: String?
-    /// The GRDB database the store writes to.
-    public let database: any DatabaseWriter
     /// This store instance's name in the lease row.
     public let instanceID: String
 
@@ -44,33 +41,12 @@ public final class CountdownStore: Sendable {
         var closed = false
     }
 
-    /// Opens (or creates, with mode 0600) the store at `path` and brings its schema up to date.
-    ///
-    /// - Throws: ``CountdownError`` when the file is not SQLite, belongs to something else,
-    ///   was written by a newer CountdownStore, or cannot be opened. The file is never overwritten.
-    public convenience init(path: String, configuration: Configuration = Configuration()) throws(CountdownError) {
-        let queue = try DatabaseOpening.open(
-            path: path, busyTimeout: configuration.busyTimeout, durability: configuration.durability)
-        try self.init(database: queue, path: path, owns: true, configuration: configuration)
-    }
-
-    /// Opens a store inside the host's own GRDB database (a `DatabaseQueue` or `DatabasePool`),
-    /// whose connection settings stay the host's. The countdown tables and views are added
-    /// beside the host's own tables.
-    public convenience init(database: any DatabaseWriter, configuration: Configuration = Configuration()) throws(CountdownError) {
-        try self.init(database: database, path: nil, owns: false, configuration: configuration)
-    }
-
-    private init(database: any DatabaseWriter, path: String?, owns: Bool, configuration: Configuration) throws(CountdownError) {
-        self.database = database
+    /// A store on `engine`, whose database is already migrated and has its clock row.
+    init(engine: any StorageEngine, path: String?, configuration: Configuration) {
+        self.engine = engine
         self.path = path
         self.configuration = configuration
         self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
-        self.engine = try translatingErrorsNow(path: path) {
-            try SQLiteRepository(
-                writer: database, path: owns ? path : nil, busyTimeout: configuration.busyTimeout,
-                durability: configuration.durability, clock: configuration.clock)
-        }
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
     }
 
@@ -413,23 +389,6 @@ public final class CountdownStore: Sendable {
                 try self.remember(tx)
             }
         }
-    }
-
-    /// Folds the write-ahead log back into the database file and truncates it
-    /// (`PRAGMA wal_checkpoint(TRUNCATE)`), waiting within the busy timeout for other writers.
-    ///
-    /// A store on its own file does this itself (its ticker's checkpointer, and ``close()``). A
-    /// host that shares its GRDB database with the store may call it at its own shutdown, after
-    /// its last write and after ``close()`` (which writes the lease), so that the file alone holds
-    /// everything: on a shared database it is the one method that still works after ``close()``.
-    /// Readers in other processes may keep part of the log in use; it is then left for a later
-    /// checkpoint, just as durable.
-    ///
-    /// - Returns: whether the whole log was folded in and truncated; `true` for a database that is
-    ///   not in WAL mode (it has no log).
-    @discardableResult
-    public func checkpointWAL() async throws(CountdownError) -> Bool {
-        try await translatingErrors(path: path) { try await engine.checkpointLog() }
     }
 
     /// Writes a final heartbeat, gives up the lease if this instance holds it, and closes the

@@ -1,4 +1,4 @@
-import CSQLiteShim
+import CCountdownSystem
 import Foundation
 
 #if canImport(Glibc)

@@ -190,49 +190,21 @@ struct SQLiteRepository: StorageEngine {
     }
 }
 
-/// Turns SQLite failures into ``CountdownError``s; lets ``CountdownError``s through.
-func translatingErrors<T>(path: String? = nil, _ body: () async throws -> T) async throws(CountdownError) -> T {
-    do {
-        return try await body()
-    } catch {
-        throw CountdownError(storage: error, path: path)
-    }
-}
-
-/// Synchronous twin of ``translatingErrors(path:_:)``.
-func translatingErrorsNow<T>(path: String? = nil, _ body: () throws -> T) throws(CountdownError) -> T {
-    do {
-        return try body()
-    } catch {
-        throw CountdownError(storage: error, path: path)
-    }
-}
-
-extension CountdownError {
-    /// A storage failure described for people, with a code to switch on, the file's path, and the
-    /// failure itself as ``CountdownError/underlyingError``.
-    init(storage error: any Error, path: String?) {
-        if let error = error as? CountdownError {
-            self = error
-            return
-        }
-        let place = path.map { " at \(quoted($0, limit: 200))" } ?? ""
-        guard let error = error as? DatabaseError else {
-            self.init(.storageFailure, "storage failure\(place): \(error)", underlying: error)
-            return
-        }
-        let detail = error.message ?? "\(error.resultCode)"
-        switch error.resultCode {
+extension DatabaseError: StorageFailure {
+    /// SQLite's failure as a ``CountdownError``: its result code decides the error's code.
+    func countdownError(place: String) -> CountdownError {
+        let detail = message ?? "\(resultCode)"
+        switch resultCode {
         case .SQLITE_NOTADB, .SQLITE_CORRUPT:
-            self.init(.unreadableDatabase, "the file\(place) is not a readable SQLite database (\(detail)); it was left untouched", underlying: error)
+            return CountdownError(.unreadableDatabase, "the file\(place) is not a readable SQLite database (\(detail)); it was left untouched", underlying: self)
         case .SQLITE_FULL:
-            self.init(.diskFull, "disk full writing the database\(place): \(detail)", underlying: error)
+            return CountdownError(.diskFull, "disk full writing the database\(place): \(detail)", underlying: self)
         case .SQLITE_BUSY, .SQLITE_LOCKED:
-            self.init(.databaseBusy, "the database\(place) stayed locked by another process: \(detail)", underlying: error)
+            return CountdownError(.databaseBusy, "the database\(place) stayed locked by another process: \(detail)", underlying: self)
         case .SQLITE_IOERR, .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY:
-            self.init(.ioFailure, "could not read or write the database\(place): \(detail) (\(error.resultCode))", underlying: error)
+            return CountdownError(.ioFailure, "could not read or write the database\(place): \(detail) (\(resultCode))", underlying: self)
         default:
-            self.init(.storageFailure, "storage failure\(place): \(detail) (\(error.resultCode))", underlying: error)
+            return CountdownError(.storageFailure, "storage failure\(place): \(detail) (\(resultCode))", underlying: self)
         }
     }
 }

@@ -1,0 +1,1 @@
+// Intentionally empty: the helpers are inline in the header.

@@ -1,0 +1,43 @@
+import Foundation
+
+/// A database engine's failure that knows which ``CountdownError`` it is (SQLite's by its result
+/// code): each engine makes its own error type conform.
+protocol StorageFailure: Error {
+    /// The failure as a ``CountdownError`` whose message names `place` (" at 'PATH'", or empty).
+    func countdownError(place: String) -> CountdownError
+}
+
+/// Turns storage failures into ``CountdownError``s; lets ``CountdownError``s through.
+func translatingErrors<T>(path: String? = nil, _ body: () async throws -> T) async throws(CountdownError) -> T {
+    do {
+        return try await body()
+    } catch {
+        throw CountdownError(storage: error, path: path)
+    }
+}
+
+/// Synchronous twin of ``translatingErrors(path:_:)``.
+func translatingErrorsNow<T>(path: String? = nil, _ body: () throws -> T) throws(CountdownError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw CountdownError(storage: error, path: path)
+    }
+}
+
+extension CountdownError {
+    /// A storage failure described for people, with a code to switch on, the database's place,
+    /// and the failure itself as ``CountdownError/underlyingError``.
+    init(storage error: any Error, path: String?) {
+        if let error = error as? CountdownError {
+            self = error
+            return
+        }
+        let place = path.map { " at \(quoted($0, limit: 200))" } ?? ""
+        if let failure = error as? any StorageFailure {
+            self = failure.countdownError(place: place)
+        } else {
+            self.init(.storageFailure, "storage failure\(place): \(error)", underlying: error)
+        }
+    }
+}
