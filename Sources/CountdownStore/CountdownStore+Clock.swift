@@ -65,6 +65,6 @@ extension CountdownStore {
 extension CountdownStore {
     /// Starts the engine's upkeep for a ticker that starts running.
     func startUpkeep() throws(CountdownError) -> (any EngineUpkeep)? {
-        try translatingErrorsNow(path: path) { try engine.startUpkeep(for: self) }
+        try translatingErrorsNow(path: path) { try engine.startUpkeep() }
     }
 }

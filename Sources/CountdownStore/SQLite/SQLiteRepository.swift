@@ -19,8 +19,6 @@ struct SQLiteRepository: StorageEngine {
     let busyTimeout: Duration
     let durability: CountdownStore.Durability
 
-    var location: String? { path }
-
     /// Opens the engine on `writer`, brings the schema up to date and, for a new store, writes
     /// its first clock row.
     init(
@@ -72,7 +70,7 @@ struct SQLiteRepository: StorageEngine {
         }
     }
 
-    func startUpkeep(for store: CountdownStore) throws -> (any EngineUpkeep)? {
+    func startUpkeep() throws -> (any EngineUpkeep)? {
         guard let path else { return nil }  // a host's database keeps the host's settings
         return try WALCheckpointer.start(for: self, path: path)
     }

@@ -122,14 +122,12 @@ protocol EngineUpkeep: AnyObject, Sendable {
 /// connections' writes, upkeep while a ticker runs, inspection, and closing. The store's logic
 /// reaches the database through this protocol and ``CountdownRepository`` alone.
 protocol StorageEngine: CountdownRepository {
-    /// Where the store lives, for messages: the database file, or `nil` for a host's database.
-    var location: String? { get }
     /// A number that changes whenever another connection (another process) commits; the ticker
     /// polls it to notice writes it was not told about.
     func foreignChangeToken() throws -> Int
-    /// Starts the engine's upkeep for a ticker of `store` that starts running; `nil` when the
-    /// engine has none (or the database is the host's to look after).
-    func startUpkeep(for store: CountdownStore) throws -> (any EngineUpkeep)?
+    /// Starts the engine's upkeep for a ticker that starts running; `nil` when the engine has
+    /// none (or the database is the host's to look after).
+    func startUpkeep() throws -> (any EngineUpkeep)?
     /// The migrations the database records, in the order they were applied.
     func appliedMigrations() async throws -> [String]
     /// The migrations this build knows, in order.

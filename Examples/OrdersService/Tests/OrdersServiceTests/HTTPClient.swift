@@ -14,25 +14,19 @@ struct HTTPClient: Sendable {
         let headers: [String: String]
         let json: [String: Any]
 
-        /// A value at a path of object keys, `nil` when absent or JSON `null`.
-        subscript(_ path: String...) -> Any? {
-            var value: Any? = json
-            for key in path { value = (value as? [String: Any])?[key] }
-            return value is NSNull ? nil : value
+        /// The value at a path of object keys, `nil` when absent.
+        private func value(_ path: [String]) -> Any? {
+            path.reduce(json as Any?) { value, key in (value as? [String: Any])?[key] }
         }
 
         /// A string at a path.
         func string(_ path: String...) -> String? {
-            var value: Any? = json
-            for key in path { value = (value as? [String: Any])?[key] }
-            return value as? String
+            value(path) as? String
         }
 
         /// A whole number at a path.
         func int(_ path: String...) -> Int? {
-            var value: Any? = json
-            for key in path { value = (value as? [String: Any])?[key] }
-            return (value as? NSNumber)?.intValue
+            (value(path) as? NSNumber)?.intValue
         }
 
         /// The objects of an array at `key`.
