@@ -6,6 +6,8 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [
         .library(name: "CountdownStore", targets: ["CountdownStore"]),
+        // The same store on PostgreSQL, for hosts on several machines: the only product that builds SwiftNIO.
+        .library(name: "CountdownStorePostgres", targets: ["CountdownStorePostgres"]),
         .executable(name: "countdown", targets: ["countdown"]),
     ],
     dependencies: [
@@ -31,6 +33,15 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            plugins: ["EmbedMigrations"]
+        ),
+        .target(
+            name: "CountdownStorePostgres",
+            dependencies: [
+                "CountdownStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             plugins: ["EmbedMigrations"]
         ),
@@ -81,23 +92,17 @@ let package = Package(
             name: "CountdownStoreTests",
             dependencies: [
                 "CountdownStore",
+                "CountdownStorePostgres",
                 "CountdownHostExample",
                 "countdown",
                 "CountdownTortureHelper",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             // Files that real failures left behind, unpacked by the tests that use them.
             exclude: ["Fixtures"]
-        ),
-        // The PostgreSQL suites, on a throwaway server they start (or COUNTDOWN_POSTGRES_URL's).
-        .testTarget(
-            name: "CountdownStorePostgresTests",
-            dependencies: [
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
         ),
     ],
     swiftLanguageModes: [.v6]

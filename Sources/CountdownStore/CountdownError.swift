@@ -153,7 +153,7 @@ extension CountdownError {
 }
 
 /// A value quoted for an error message, with control characters escaped and long values cut.
-func quoted(_ value: String, limit: Int = 80) -> String {
+package func quoted(_ value: String, limit: Int = 80) -> String {
     var shown = ""
     var count = 0
     for scalar in value.unicodeScalars {

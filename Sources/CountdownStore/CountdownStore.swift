@@ -23,7 +23,7 @@ public final class CountdownStore: Sendable {
     public let instanceID: String
 
     /// The database engine: every read and write of the store goes through it.
-    let engine: any StorageEngine
+    package let engine: any StorageEngine
     /// Bumped after every committed write of this instance that changed items or events.
     let changes = ChangeSignal()
     private let state = Locked(MemoryState())
@@ -42,7 +42,7 @@ public final class CountdownStore: Sendable {
     }
 
     /// A store on `engine`, whose database is already migrated and has its clock row.
-    init(engine: any StorageEngine, path: String?, configuration: Configuration) {
+    package init(engine: any StorageEngine, path: String?, configuration: Configuration) {
         self.engine = engine
         self.path = path
         self.configuration = configuration
@@ -105,7 +105,7 @@ public final class CountdownStore: Sendable {
     /// The store's clocks now, computed from the last checkpoint this instance saw, without a query;
     /// `nil` before the first transaction.
     func cachedTime() -> Now? {
-        let reading = ClockReading(configuration.clock)
+        let reading = engine.clockReading(ClockReading(configuration.clock))
         let (checkpoint, leaseExpiry) = state.withLock { ($0.lastCheckpoint, $0.lastLeaseExpiry) }
         guard let checkpoint else { return nil }
         let extrapolation = checkpoint.extrapolate(to: reading, leaseExpiresAt: leaseExpiry)
@@ -128,7 +128,7 @@ public final class CountdownStore: Sendable {
     ) async throws(CountdownError) -> T {
         try await translatingErrors(path: path) {
             try await engine.read { tx in
-                let (extrapolation, checkpoint, lease, soonest) = try self.extrapolate(tx)
+                let (extrapolation, checkpoint, lease, soonest, _) = try self.extrapolate(tx)
                 self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
                 let now = Now(self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
                 return try body(tx, now, soonest)
@@ -136,15 +136,17 @@ public final class CountdownStore: Sendable {
         }
     }
 
+    /// The clocks extrapolated to `local` (a reading of this host's clock, taken now when `nil`),
+    /// as the engine places it: its wall clock is the database's where the engine has one.
     private func extrapolate(
-        _ tx: any RepositoryReading, at reading: ClockReading? = nil
-    ) throws -> (Extrapolation, Checkpoint, Lease, SoonestDeadlines) {
+        _ tx: any RepositoryReading, at local: ClockReading? = nil
+    ) throws -> (Extrapolation, Checkpoint, Lease, SoonestDeadlines, ClockReading) {
         let (stored, lease, soonest) = try tx.clocks()
         guard let checkpoint = stored else {
             throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
         }
-        let reading = reading ?? ClockReading(configuration.clock)
-        return (checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease, soonest)
+        let reading = try tx.clockReading(local ?? ClockReading(configuration.clock))
+        return (checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease, soonest, reading)
     }
 
     /// The boot-clock instant at which the next running countdown comes due, from the soonest
@@ -155,8 +157,7 @@ public final class CountdownStore: Sendable {
         let clock = configuration.clock
         return try await translatingErrors(path: path) {
             try await engine.read { tx in
-                let reading = ClockReading(clock)
-                let (extrapolation, checkpoint, lease, soonest) = try self.extrapolate(tx, at: reading)
+                let (extrapolation, checkpoint, lease, soonest, reading) = try self.extrapolate(tx, at: ClockReading(clock))
                 self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
                 let time = self.raiseFloor(extrapolation.time)
                 var policies: [CountdownPolicy] = [.wall]
@@ -169,8 +170,8 @@ public final class CountdownStore: Sendable {
     }
 
     /// A number that changes whenever another connection (another process) commits.
-    func foreignChangeToken() throws(CountdownError) -> Int {
-        try translatingErrorsNow(path: path) { try engine.foreignChangeToken() }
+    func foreignChangeToken() async throws(CountdownError) -> Int {
+        try await translatingErrors(path: path) { try await engine.foreignChangeToken() }
     }
 
     /// `time`, raised so that this instance never hands out a clock reading below an earlier one.
@@ -189,11 +190,18 @@ public final class CountdownStore: Sendable {
         // One reading for both: the new checkpoint's boot instant must be the one its clocks
         // were extrapolated to, or every transaction that straddles a millisecond would count
         // that millisecond twice.
-        let reading = ClockReading(configuration.clock)
-        let (extrapolation, checkpoint, lease, soonest) = try extrapolate(tx, at: reading)
+        let (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx, at: ClockReading(configuration.clock))
         let time = raiseFloor(extrapolation.time)
         let now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
         let expired = soonest.anyDue(at: time) ? try Self.expireDue(tx, now) : []
+        if engine.holderMovesCheckpoint, let holder = lease.holder, holder != instanceID,
+            lease.expiresAtMs > extrapolation.unflooredWall
+        {
+            // Another instance holds a live lease: it alone moves the checkpoint and records
+            // clock events (on its own boot clock), so writers never queue on the clock row.
+            remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+            return (now, expired)
+        }
         var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
         let tolerance = configuration.clockEditTolerance.milliseconds
         let edited =
@@ -343,7 +351,7 @@ public final class CountdownStore: Sendable {
             if !force && (difference < -tolerance || difference > forwardLimit) {
                 throw CountdownError.calibrationNeedsForce(serverMs: serverMs, wallMs: time.wall, differenceMs: difference)
             }
-            let reading = ClockReading(clock)
+            let reading = try tx.clockReading(ClockReading(clock))
             let previousOffset = checkpoint.calibrationOffset
             let shift = serverMs - checkpoint.heartbeatAt
             checkpoint.calibrationOffset = serverMs - reading.system

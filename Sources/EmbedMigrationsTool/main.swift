@@ -1,9 +1,16 @@
 import Foundation
 
-// Usage: EmbedMigrationsTool OUTPUT.swift MIGRATION.sql...
-// Writes a Swift file holding every migration's file name and exact text, in file-name order.
+// Usage: EmbedMigrationsTool OUTPUT.swift [--import MODULE] MIGRATION.sql...
+// Writes a Swift file holding every migration's file name and exact text, in file-name order
+// (importing MODULE first: the module that defines `Migration`, for an engine of its own).
 
-let arguments = CommandLine.arguments.dropFirst()
+var arguments = CommandLine.arguments.dropFirst()
+var importedModule: String?
+if arguments.count >= 3, arguments[arguments.startIndex + 1] == "--import" {
+    importedModule = arguments[arguments.startIndex + 2]
+    arguments.remove(at: arguments.startIndex + 2)
+    arguments.remove(at: arguments.startIndex + 1)
+}
 guard let outputPath = arguments.first else {
     FileHandle.standardError.write(Data("usage: EmbedMigrationsTool OUTPUT.swift MIGRATION.sql...\n".utf8))
     exit(64)
@@ -28,6 +35,7 @@ func swiftLiteral(_ text: String) -> String {
 
 var source = """
     // Generated at build time from Migrations/<engine>/*.sql. Do not edit.
+    \(importedModule.map { "\nimport \($0)\n" } ?? "")
 
     extension Migration {
         /// Every migration of the engine's folder of `Migrations/`, in the order they apply.

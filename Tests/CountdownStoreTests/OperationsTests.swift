@@ -8,7 +8,7 @@ struct OperationsTests {
     @Test("Starting an active key is refused unless replace or keep is asked")
     func startingAnActiveKey() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("otp", duration: .seconds(30), payload: .text("first"))
         await expectError(.alreadyActive) { try await store.start("otp", duration: .seconds(60)) }
         let kept = try await store.start("otp", duration: .seconds(60), whenActive: .keep)
@@ -21,7 +21,7 @@ struct OperationsTests {
     @Test("An ended key can be started again without replace, in a new generation")
     func endedKeyStartsAgain() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("otp", duration: .seconds(30))
         try await store.cancel("otp")
         let again = try await store.start("otp", duration: .seconds(30))
@@ -31,7 +31,7 @@ struct OperationsTests {
     @Test("A removed key's generations never repeat when it is created again")
     func removedKeysNeverReuseGenerations() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("otp", duration: .seconds(30))
         try await store.restart("otp")
         try await store.remove("otp")
@@ -43,7 +43,7 @@ struct OperationsTests {
     @Test("A countdown past its deadline is expired for every reader; a refused write still records its expiry")
     func dueCountdownIsExpiredAndARefusalRecordsIt() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()  // no ticker
+        let store = try await fixture.open()  // no ticker
         let started = try await store.start("otp", duration: .seconds(10))
         fixture.clock.advance(by: .seconds(12))
         let due = try #require(try await store.countdown("otp"))
@@ -130,7 +130,7 @@ struct OperationsTests {
     @Test("A countdown can end at an instant of the calibrated wall clock")
     func startEndingAtAnInstant() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let server = Date(millisecondsSince1970: fixture.clock.systemMilliseconds + 60_000)
         try await store.calibrate(serverTime: server)
         let item = try await store.start("sale", endingAt: server.addingTimeInterval(15 * 60))
@@ -141,7 +141,7 @@ struct OperationsTests {
     @Test("Bulk start writes every item in one transaction, and keep ignores duplicates")
     func bulkStart() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let requests: [CountdownRequest] = (0..<1000).map {
             $0.isMultiple(of: 10) ? .stopwatch("k\($0)") : .countdown("k\($0)", duration: .seconds(Int64($0) + 1), group: "bulk")
         }

@@ -2,11 +2,17 @@ import Foundation
 import GRDB
 
 /// One numbered SQL file of `Migrations/sqlite/`, embedded in the binary at build time.
-struct Migration: Sendable, Hashable {
+package struct Migration: Sendable, Hashable {
+    /// Creates a migration from its file name and text.
+    package init(name: String, sql: String) {
+        self.name = name
+        self.sql = sql
+    }
+
     /// The file name, for example `0001_core_tables.sql`: the migration's identity forever.
-    let name: String
+    package let name: String
     /// The file's exact text.
-    let sql: String
+    package let sql: String
 }
 
 /// Applies the embedded migrations in order, each in its own transaction, recorded by file name

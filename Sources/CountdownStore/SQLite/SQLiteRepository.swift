@@ -190,7 +190,7 @@ struct SQLiteRepository: StorageEngine {
 
 extension DatabaseError: StorageFailure {
     /// SQLite's failure as a ``CountdownError``: its result code decides the error's code.
-    func countdownError(place: String) -> CountdownError {
+    package func countdownError(place: String) -> CountdownError {
         let detail = message ?? "\(resultCode)"
         switch resultCode {
         case .SQLITE_NOTADB, .SQLITE_CORRUPT:

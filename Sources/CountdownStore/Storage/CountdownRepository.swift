@@ -1,45 +1,65 @@
 import Foundation
 
 /// The lease row: which store instance's ticker advances the active timeline.
-struct Lease: Sendable, Hashable {
-    var holder: String?
-    var acquiredAtMs: Int64?
-    var expiresAtMs: Int64
+package struct Lease: Sendable, Hashable {
+    package var holder: String?
+    package var acquiredAtMs: Int64?
+    package var expiresAtMs: Int64
+
+    /// A value with every field given.
+    package init(holder: String?, acquiredAtMs: Int64?, expiresAtMs: Int64) {
+        self.holder = holder
+        self.acquiredAtMs = acquiredAtMs
+        self.expiresAtMs = expiresAtMs
+    }
 }
 
 /// The earliest deadline of a running countdown on each timeline: what tells a transaction, at
 /// no extra query, whether any countdown has come due.
-struct SoonestDeadlines: Sendable, Hashable {
-    var wall: Int64?
-    var active: Int64?
+package struct SoonestDeadlines: Sendable, Hashable {
+    package var wall: Int64?
+    package var active: Int64?
 
     /// The earliest deadline on `policy`'s timeline.
-    subscript(policy: CountdownPolicy) -> Int64? {
+    package subscript(policy: CountdownPolicy) -> Int64? {
         policy == .wall ? wall : active
     }
 
     /// Whether a running countdown has reached its deadline at `time`.
-    func anyDue(at time: some ClockInstant) -> Bool {
+    package func anyDue(at time: some ClockInstant) -> Bool {
         CountdownPolicy.allCases.contains { policy in self[policy].map { $0 <= time.timeline(policy) } ?? false }
+    }
+
+    /// A value with every field given.
+    package init(wall: Int64? = nil, active: Int64? = nil) {
+        self.wall = wall
+        self.active = active
     }
 }
 
 /// A position in the soonest-first order of one source of active items: `(sort value, key)`.
-struct SortPosition: Sendable, Hashable, Codable {
-    var value: Int64
-    var key: String
+package struct SortPosition: Sendable, Hashable, Codable {
+    package var value: Int64
+    package var key: String
 }
 
 /// How many items are in one state and group.
-struct CountRow: Sendable, Hashable {
-    var state: CountdownState
-    var group: String?
-    var count: Int
+package struct CountRow: Sendable, Hashable {
+    package var state: CountdownState
+    package var group: String?
+    package var count: Int
+
+    /// A value with every field given.
+    package init(state: CountdownState, group: String?, count: Int) {
+        self.state = state
+        self.group = group
+        self.count = count
+    }
 }
 
 /// Reads inside one transaction. The store's logic is written against this protocol;
 /// ``SQLiteRepository`` implements it on GRDB.
-protocol RepositoryReading {
+package protocol RepositoryReading {
     func checkpoint() throws -> Checkpoint?
     func lease() throws -> Lease
     /// The checkpoint, the lease and the soonest deadlines, in one query: what every transaction reads first.
@@ -77,10 +97,18 @@ protocol RepositoryReading {
     /// Running and paused items, of one group or of all.
     func activeItems(group: String?, limit: Int) throws -> [ItemRecord]
     func consumerCursor(_ name: String) throws -> Int64?
+    /// `local`, a reading of this host's clock taken for this transaction, as the store's time
+    /// model must see it: SQLite keeps it as it is; an engine whose database has a clock of its
+    /// own puts that clock in place of the system clock, read in the same round trip as ``clocks()``.
+    func clockReading(_ local: ClockReading) throws -> ClockReading
+}
+
+extension RepositoryReading {
+    package func clockReading(_ local: ClockReading) throws -> ClockReading { local }
 }
 
 /// Writes inside one transaction.
-protocol RepositoryWriting: RepositoryReading {
+package protocol RepositoryWriting: RepositoryReading {
     /// Runs `body` in a savepoint: when it throws, what it wrote is rolled back and the rest of
     /// the transaction stays.
     func savepoint<T>(_ body: () throws -> T) throws -> T
@@ -104,14 +132,14 @@ protocol RepositoryWriting: RepositoryReading {
 }
 
 /// Where the store keeps its rows: transactions over a database.
-protocol CountdownRepository: Sendable {
+package protocol CountdownRepository: Sendable {
     func read<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws -> T
     func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T
 }
 
 /// Work an engine does in the background while a ticker runs (SQLite: folding the write-ahead
 /// log back into the file when no deadline is near).
-protocol EngineUpkeep: AnyObject, Sendable {
+package protocol EngineUpkeep: AnyObject, Sendable {
     /// The ticker is about to sleep, and the next deadline is `gapMs` away (`nil`: none is due).
     func idle(untilNextDeadlineMs gapMs: Int64?)
     /// Stops, waiting for work under way.
@@ -121,10 +149,10 @@ protocol EngineUpkeep: AnyObject, Sendable {
 /// What the store needs of its database engine besides transactions: the signs of other
 /// connections' writes, upkeep while a ticker runs, inspection, and closing. The store's logic
 /// reaches the database through this protocol and ``CountdownRepository`` alone.
-protocol StorageEngine: CountdownRepository {
+package protocol StorageEngine: CountdownRepository {
     /// A number that changes whenever another connection (another process) commits; the ticker
     /// polls it to notice writes it was not told about.
-    func foreignChangeToken() throws -> Int
+    func foreignChangeToken() async throws -> Int
     /// Starts the engine's upkeep for a ticker that starts running; `nil` when the engine has
     /// none (or the database is the host's to look after).
     func startUpkeep() throws -> (any EngineUpkeep)?
@@ -138,4 +166,16 @@ protocol StorageEngine: CountdownRepository {
     func checkpointLog() async throws -> Bool
     /// Closes what the store opened itself, after folding its log in; leaves a host's database open.
     func close() throws
+    /// Whether only a live lease holder moves the checkpoint (writers of other instances leave
+    /// the clock row alone while the lease is live, so they never queue on it): engines shared by
+    /// hosts on several machines, whose clocks only the holder's boot clock measures.
+    var holderMovesCheckpoint: Bool { get }
+    /// `local` as the time model must see it outside a transaction: the engine's estimate of its
+    /// database's clock now (see ``RepositoryReading/clockReading(_:)``).
+    func clockReading(_ local: ClockReading) -> ClockReading
+}
+
+extension StorageEngine {
+    package var holderMovesCheckpoint: Bool { false }
+    package func clockReading(_ local: ClockReading) -> ClockReading { local }
 }

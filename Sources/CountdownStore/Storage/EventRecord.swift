@@ -1,7 +1,7 @@
 import Foundation
 
 /// What an event records.
-enum EventKind: String, Sendable {
+package enum EventKind: String, Sendable {
     case started, stopwatchStarted = "stopwatch_started", replaced
     case paused, resumed, cancelled, restarted, extended, shortened, expired, removed
     case hostSuspended = "host_suspended", hostResumed = "host_resumed"
@@ -9,20 +9,20 @@ enum EventKind: String, Sendable {
 }
 
 /// One row of the `countdown_events` table.
-struct EventRecord: Sendable, Hashable {
-    var id: Int64?
-    var kind: String
-    var key: String?
-    var group: String?
-    var generation: Int64?
-    var atMs: Int64
-    var deadlineAtMs: Int64?
-    var firedAtMs: Int64?
-    var lateMs: Int64?
-    var payload: CountdownPayload?
-    var detail: String?
+package struct EventRecord: Sendable, Hashable {
+    package var id: Int64?
+    package var kind: String
+    package var key: String?
+    package var group: String?
+    package var generation: Int64?
+    package var atMs: Int64
+    package var deadlineAtMs: Int64?
+    package var firedAtMs: Int64?
+    package var lateMs: Int64?
+    package var payload: CountdownPayload?
+    package var detail: String?
 
-    init(
+    package init(
         _ kind: EventKind, item: ItemRecord? = nil, at time: some ClockInstant,
         deadlineAtMs: Int64? = nil, firedAtMs: Int64? = nil, lateMs: Int64? = nil,
         payload: CountdownPayload? = nil, detail: [String: Int64]? = nil

@@ -2,7 +2,7 @@ import Foundation
 
 /// A database engine's failure that knows which ``CountdownError`` it is (SQLite's by its result
 /// code): each engine makes its own error type conform.
-protocol StorageFailure: Error {
+package protocol StorageFailure: Error {
     /// The failure as a ``CountdownError`` whose message names `place` (" at 'PATH'", or empty).
     func countdownError(place: String) -> CountdownError
 }
@@ -28,7 +28,7 @@ func translatingErrorsNow<T>(path: String? = nil, _ body: () throws -> T) throws
 extension CountdownError {
     /// A storage failure described for people, with a code to switch on, the database's place,
     /// and the failure itself as ``CountdownError/underlyingError``.
-    init(storage error: any Error, path: String?) {
+    package init(storage error: any Error, path: String?) {
         if let error = error as? CountdownError {
             self = error
             return

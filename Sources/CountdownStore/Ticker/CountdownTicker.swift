@@ -140,7 +140,7 @@ public final class CountdownTicker: Service, Sendable {
                 nextHeartbeat = passBoot + heartbeatMs
             }
             if passBoot >= nextPoll {
-                let current = try store.foreignChangeToken()
+                let current = try await store.foreignChangeToken()
                 if let foreignChanges, current != foreignChanges {
                     store.changes.bump()  // another process wrote: look again now
                 }

@@ -75,7 +75,7 @@ public struct StoreTime: Sendable, Hashable, Codable {
 
 extension Date {
     /// The instant `milliseconds` after 1970-01-01T00:00:00Z.
-    init(millisecondsSince1970 milliseconds: Int64) {
+    package init(millisecondsSince1970 milliseconds: Int64) {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 
@@ -87,7 +87,7 @@ extension Date {
     }
 
     /// Milliseconds since 1970, rounded to the nearest (saturating for instants out of range).
-    var millisecondsSince1970: Int64 {
+    package var millisecondsSince1970: Int64 {
         checkedMillisecondsSince1970 ?? (timeIntervalSince1970 < 0 ? -3_200_000_000_000_000 : 3_200_000_000_000_000)
     }
 
@@ -99,7 +99,7 @@ extension Date {
 }
 
 /// The clocks at one instant, as the item formulas read them: ``StoreTime`` or ``Now``.
-protocol ClockInstant: Sendable {
+package protocol ClockInstant: Sendable {
     /// W.
     var wall: Int64 { get }
     /// A.
@@ -114,18 +114,18 @@ extension StoreTime: ClockInstant {}
 extension Now: ClockInstant {}
 
 /// One reading of a ``StoreClock``.
-struct ClockReading: Sendable, Hashable {
-    var system: Int64
-    var boot: Int64
-    var bootID: String?
+package struct ClockReading: Sendable, Hashable {
+    package var system: Int64
+    package var boot: Int64
+    package var bootID: String?
 
-    init(system: Int64, boot: Int64, bootID: String?) {
+    package init(system: Int64, boot: Int64, bootID: String?) {
         self.system = system
         self.boot = boot
         self.bootID = bootID
     }
 
-    init(_ clock: any StoreClock) {
+    package init(_ clock: any StoreClock) {
         self.init(system: clock.systemMilliseconds, boot: clock.bootMilliseconds, bootID: clock.bootIdentity)
     }
 }
@@ -134,21 +134,21 @@ struct ClockReading: Sendable, Hashable {
 ///
 /// Every process extrapolates the clocks from it the same way (and the `countdown_now` view
 /// does too, with the system clock alone), so there is one time model, not one per process.
-struct Checkpoint: Sendable, Hashable {
-    var createdAt: Int64
-    var active: Int64
-    var gap: Int64
-    var heartbeatAt: Int64
-    var heartbeatBoot: Int64
-    var bootID: String?
-    var wallFloor: Int64
-    var suspended: Bool
-    var calibrationOffset: Int64
-    var calibratedAt: Int64?
-    var clockSkew: Int64
+package struct Checkpoint: Sendable, Hashable {
+    package var createdAt: Int64
+    package var active: Int64
+    package var gap: Int64
+    package var heartbeatAt: Int64
+    package var heartbeatBoot: Int64
+    package var bootID: String?
+    package var wallFloor: Int64
+    package var suspended: Bool
+    package var calibrationOffset: Int64
+    package var calibratedAt: Int64?
+    package var clockSkew: Int64
 
     /// The checkpoint of a store created now.
-    static func initial(at reading: ClockReading) -> Checkpoint {
+    package static func initial(at reading: ClockReading) -> Checkpoint {
         Checkpoint(
             createdAt: reading.system, active: 0, gap: 0,
             heartbeatAt: reading.system, heartbeatBoot: reading.boot, bootID: reading.bootID,
@@ -196,6 +196,21 @@ struct Checkpoint: Sendable, Hashable {
         next.bootID = reading.bootID
         next.wallFloor = max(wallFloor, time.wall)
         return next
+    }
+
+    /// A checkpoint with every column given.
+    package init(createdAt: Int64, active: Int64, gap: Int64, heartbeatAt: Int64, heartbeatBoot: Int64, bootID: String?, wallFloor: Int64, suspended: Bool, calibrationOffset: Int64, calibratedAt: Int64?, clockSkew: Int64) {
+        self.createdAt = createdAt
+        self.active = active
+        self.gap = gap
+        self.heartbeatAt = heartbeatAt
+        self.heartbeatBoot = heartbeatBoot
+        self.bootID = bootID
+        self.wallFloor = wallFloor
+        self.suspended = suspended
+        self.calibrationOffset = calibrationOffset
+        self.calibratedAt = calibratedAt
+        self.clockSkew = clockSkew
     }
 }
 

@@ -96,7 +96,7 @@ struct DocCommentExamplesTests {
     @Test("CountdownError's examples catch a refusal typed, and in a closure by matching the type")
     func countdownErrorExamplesRun() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("order-1042", duration: .seconds(1))
         fixture.clock.advance(by: .seconds(2))
         await countdownErrorTypedExample(store: store)
@@ -106,7 +106,7 @@ struct DocCommentExamplesTests {
     @Test("list(_:group:limit:after:)'s example walks every page")
     func listPagesExampleRuns() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start((0..<1001).map { .countdown("k\($0)", duration: .seconds(60)) })
         try await listPagesExample(store: store)
         var seen = 0
@@ -122,7 +122,7 @@ struct DocCommentExamplesTests {
     @Test("EventConsumer's example hands each expiry over once and acknowledges it")
     func eventConsumerExampleRuns() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("renewal", duration: .seconds(5))
         fixture.clock.advance(by: .seconds(5))
         #expect(try await store.expireDue().map(\.key) == ["renewal"])

@@ -250,7 +250,7 @@ struct TimeModelArticleTests {
         fixture.clock.advance(by: .milliseconds(700))  // killed 700 ms after the last heartbeat
         store = nil
         fixture.clock.advance(by: .seconds(60))
-        let reopened = try fixture.open()
+        let reopened = try await fixture.open()
         #expect(try await reopened.countdown("a")?.elapsed == .seconds(60), "the 700 ms count as gap")
         #expect(try await reopened.countdown("w")?.elapsed == .seconds(120) + .milliseconds(700))
     }
@@ -273,7 +273,7 @@ struct TimeModelArticleTests {
     @Test("Without a ticker: A stands still, wall items count, a due item is expired at once and its event waits for the next write")
     func withoutATicker() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("w", duration: .seconds(60))
         try await store.start("a", duration: .seconds(60), policy: .active)
         fixture.clock.advance(by: .seconds(90))
@@ -332,7 +332,7 @@ struct TimeModelArticleTests {
         try await store.close()
         fixture.clock.advance(by: .seconds(120))
         fixture.clock.moveSystemClock(by: .hours(-5))
-        let reopened = try fixture.open()
+        let reopened = try await fixture.open()
         try await reopened.heartbeat()  // a write: the first one after the edit records it
         #expect(try await reopened.countdown("w")?.remaining == .seconds(420), "the 2 minutes down count, the edit does not")
         #expect(try await reopened.recentEvents(kinds: [.clockEdited]).count == 1)
@@ -348,7 +348,7 @@ struct TimeModelArticleTests {
             try await store.start("a", duration: .seconds(600), policy: .active)
             try await store.close()
             fixture.clock.reboot(after: .seconds(120))
-            let reopened = try fixture.open()
+            let reopened = try await fixture.open()
             #expect(try await reopened.countdown("w")?.remaining == .seconds(480))
             #expect(try await reopened.countdown("a")?.remaining == .seconds(600))
         }
@@ -361,7 +361,7 @@ struct TimeModelArticleTests {
             try await store.close()
             fixture.clock.reboot(after: .seconds(120))
             fixture.clock.moveSystemClock(by: .hours(-1))
-            let reopened = try fixture.open()
+            let reopened = try await fixture.open()
             try await reopened.heartbeat()
             #expect(try await reopened.now().wall == before)
             #expect(try await reopened.countdown("w")?.remaining == .seconds(600))
@@ -375,7 +375,7 @@ struct TimeModelArticleTests {
             try await store.close()
             fixture.clock.reboot(after: .seconds(120))
             fixture.clock.moveSystemClock(by: .hours(1))
-            let reopened = try fixture.open()
+            let reopened = try await fixture.open()
             try await reopened.heartbeat()
             #expect(try await reopened.countdown("w")?.remaining == .seconds(6000 - 120 - 3600))
             #expect(try await reopened.recentEvents(kinds: [.clockEdited]).isEmpty)

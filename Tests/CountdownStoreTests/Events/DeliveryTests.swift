@@ -19,7 +19,7 @@ struct DeliveryTests {
     func namedConsumerResumesFromItsCursor() async throws {
         let fixture = try Fixture()
         do {
-            let store = try fixture.open()
+            let store = try await fixture.open()
             let running = await RunningTicker(store)
             for (index, key) in ["a", "b", "c", "d"].enumerated() {
                 try await store.start(key, duration: .seconds(Int64(index) + 1), payload: .text("p-\(key)"))
@@ -32,7 +32,7 @@ struct DeliveryTests {
             try await mailer.acknowledge(first[0])  // b is handled but its acknowledgement is lost in a crash
             try await running.stop()
         }
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let mailer = try await store.consumer("mailer")
         let again = try await take(3, from: try await mailer.events(.expiries))
         #expect(again.map(\.key) == ["b", "c", "d"], "b once more (unacknowledged), then the rest, in order")
@@ -45,7 +45,7 @@ struct DeliveryTests {
     @Test("A consumer sees new events as they happen, filtered by group and key")
     func consumerFollowsNewEventsByGroup() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let running = await RunningTicker(store)
         let billing = try await store.consumer("billing", startingAt: .now)
         let stream = try await billing.events(EventFilter(kinds: [.expired], group: "payments"))
@@ -63,7 +63,7 @@ struct DeliveryTests {
     @Test("Anonymous subscribers get live events only")
     func anonymousSubscribersGetLiveEventsOnly() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("before", duration: .seconds(1))
         let live = try await store.events()
         let reader = Task { try await take(2, from: live) }
@@ -77,7 +77,7 @@ struct DeliveryTests {
     @Test("T7: an expiry superseded by a newer generation is never delivered")
     func supersededExpiryIsNotDelivered() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let running = await RunningTicker(store)
         try await store.start("otp", duration: .seconds(1))
         try await store.start("other", duration: .seconds(1))
@@ -96,7 +96,7 @@ struct DeliveryTests {
     @Test("T7: a superseded expiry stays undelivered after its key is removed and created again")
     func supersededExpiryStaysSupersededAcrossRemoval() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let running = await RunningTicker(store)
         try await store.start("otp", duration: .seconds(1))
         await running.advance(fixture.clock, by: .seconds(2))  // generation 1 expires
@@ -114,7 +114,7 @@ struct DeliveryTests {
     @Test("Consumer names follow the key rules")
     func consumerNamesAreValidated() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         await expectError(.invalidArgument) { try await store.consumer("") }
         await expectError(.invalidArgument) { try await store.consumer("bad\nname") }
     }

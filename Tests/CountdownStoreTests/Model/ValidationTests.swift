@@ -42,7 +42,7 @@ struct ValidationTests {
     @Test("Keys: 256 bytes, SQL metacharacters and emoji are accepted as they are")
     func acceptedKeys() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let keys = [String(repeating: "k", count: 256), "'; DROP TABLE countdowns; --", "🚀 launch", "%_\\*?"]
         for key in keys {
             try await store.start(key, duration: .seconds(5))
@@ -54,7 +54,7 @@ struct ValidationTests {
     @Test("Keys: NFC and NFD spellings of one name are the same key")
     func canonicallyEquivalentKeysAreOne() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let nfc = "caf\u{E9}"
         let nfd = "cafe\u{301}"
         try await store.start(nfd, duration: .seconds(5))
@@ -80,7 +80,7 @@ struct ValidationTests {
             try await $0.start("p", duration: .seconds(1), payload: .text(String(repeating: "x", count: 65_537)))
         }
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let bytes = Data((0..<65_536).map { UInt8($0 % 256) })
         try await store.start("p", duration: .seconds(1), payload: .bytes(bytes))
         #expect(try await store.countdown("p")?.payload == .bytes(bytes))
@@ -103,7 +103,7 @@ struct ValidationTests {
     @Test("Durations: 1 ms and 100 years are accepted")
     func durationBounds() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         #expect(try await store.start("min", duration: .milliseconds(1)).duration == .milliseconds(1))
         #expect(try await store.start("max", duration: .seconds(3_155_760_000)).duration == .seconds(3_155_760_000))
     }

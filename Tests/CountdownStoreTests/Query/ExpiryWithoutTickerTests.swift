@@ -30,7 +30,7 @@ struct ExpiryWithoutTickerTests {
     @Test("With no ticker, a countdown past its deadline is expired everywhere, at a fixed instant; its event waits for the next write")
     func noTicker() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let soon = try await store.start("soon", duration: .milliseconds(300), group: "g")
         try await store.start("later", duration: .seconds(60), group: "g")
         fixture.clock.advance(by: .seconds(1))
@@ -59,7 +59,7 @@ struct ExpiryWithoutTickerTests {
     @Test("An active countdown does not run out while nobody ticks, and has no deadline on the wall clock meanwhile")
     func activeWithoutTicker() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("screen", duration: .seconds(2), policy: .active)
         fixture.clock.advance(by: .minutes(5))
         let idle = try #require(try await store.countdown("screen"))
@@ -100,7 +100,7 @@ struct ExpiryWithoutTickerTests {
         let pay = try await holder.start("pay", duration: .seconds(2))
         try await run(holder, fixture.clock, for: .seconds(1))
         fixture.clock.advance(by: .seconds(10))  // the holder is frozen: no heartbeat, no expiry recorded
-        let reader = try fixture.open()
+        let reader = try await fixture.open()
         try await expectExpiredEverywhere(reader, "pay", at: pay.startedAt.addingTimeInterval(2))
         #expect(try await events(reader, kind: "expired").isEmpty)
         // The holder comes back: its next write records the expiry at the same instant.
@@ -119,12 +119,12 @@ struct ExpiryWithoutTickerTests {
         try await store.close()
         fixture.clock.advance(by: .minutes(10))  // down
 
-        let reopened = try fixture.open()  // opening writes nothing
+        let reopened = try await fixture.open()  // opening writes nothing
         try await expectExpiredEverywhere(reopened, "pay", at: pay.startedAt.addingTimeInterval(5))
         let screen = try #require(try await reopened.countdown("screen"))
         #expect(screen.state == .running && screen.remaining == .seconds(2), "active time stood still while down")
         fixture.clock.reboot(after: .minutes(1))
-        let afterReboot = try fixture.open()
+        let afterReboot = try await fixture.open()
         try await expectExpiredEverywhere(afterReboot, "pay", at: pay.startedAt.addingTimeInterval(5))
         try await afterReboot.heartbeat()
         let recorded = try await events(afterReboot, kind: "expired")
@@ -134,7 +134,7 @@ struct ExpiryWithoutTickerTests {
     @Test("A refused write keeps the expiry it found; shortening past zero expires at once, at that instant")
     func refusalsKeepExpiries() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let soon = try await store.start("soon", duration: .milliseconds(300))
         fixture.clock.advance(by: .seconds(1))
         await expectError(.wrongState) { try await store.pause("soon") }
@@ -200,7 +200,7 @@ struct ExpiryWithoutTickerTests {
     @Test("A cursor survives JSON, for a host that hands it to a client")
     func cursorIsCodable() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         for index in 0..<3 { try await store.start("k\(index)", duration: .seconds(Int64(10 + index))) }
         let page = try await store.list(.active, limit: 2, after: nil)
         let data = try JSONEncoder().encode(try #require(page.next))

@@ -612,7 +612,7 @@ struct TimeModelPropertyTests {
         init(_ input: [Int]) throws {
             self.input = input
             fixture = try Fixture()
-            store = try fixture.open()
+            store = try CountdownStore(path: fixture.path, configuration: fixture.configuration)
             model = Model(createdAt: fixture.clock.systemMilliseconds)
         }
 
@@ -703,7 +703,7 @@ struct TimeModelPropertyTests {
                 clock.advance(by: .milliseconds(downtime))
                 model.now += downtime
                 model.reopen()
-                store = try fixture.open()
+                store = try await fixture.open()
             case .start, .stopwatch, .pause, .resume, .cancel, .extend, .shorten, .restart, .remove:
                 try await keyOperation(step)
             }
@@ -890,7 +890,7 @@ struct TimeModelPropertyTests {
     @Test("A wall countdown reaches zero at startedAt + duration for every reader, before and after its expiry is recorded")
     func wallExpiryInstant() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let started = try await store.start("a", duration: .milliseconds(2500))
         let zero = started.startedAt.millisecondsSince1970 + 2500
         try await run(store, fixture.clock, for: .seconds(2))
@@ -916,7 +916,7 @@ struct TimeModelPropertyTests {
     @Test("An active countdown keeps the instant it reached zero after the lease runs out, in every reader, its event and every page")
     func activeExpiryInstantAfterLeaseLapses() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.heartbeat()  // the lease: live for 2 s
         let t0 = try await store.now().wall
         try await store.start("a", duration: .milliseconds(600), policy: .active)
@@ -948,7 +948,7 @@ struct TimeModelPropertyTests {
     @Test("An active countdown shortened to zero and restarted with no ticker reached zero at the restart, for good")
     func zeroDurationRestartWithoutTicker() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("a", duration: .milliseconds(300), policy: .active)
         let shortened = try await store.shorten("a", by: .seconds(1))  // past zero: over at once, duration 0
         #expect(shortened.state == .expired && shortened.duration == .zero)

@@ -9,7 +9,7 @@ struct ConnectionTests {
     @Test("Connections use WAL, a busy timeout, trusted_schema=OFF and defensive mode")
     func connectionSettings() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let settings = try await store.database.write { db in
             (
                 try String.fetchOne(db, sql: "PRAGMA journal_mode"),
@@ -34,7 +34,7 @@ struct ConnectionTests {
     @Test("Closing the store leaves everything in the database file itself")
     func closingCheckpointsTheWAL() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start((0..<500).map { .countdown("k\($0)", duration: .minutes(5)) })
         try await store.close()
         let wal = (try? FileManager.default.attributesOfItem(atPath: fixture.path + "-wal")[.size] as? NSNumber)?.intValue ?? 0
@@ -47,9 +47,9 @@ struct ConnectionTests {
     }
 
     @Test("A new database file is created with mode 0600")
-    func newFileIsPrivate() throws {
+    func newFileIsPrivate() async throws {
         let fixture = try Fixture()
-        _ = try fixture.open()
+        _ = try await fixture.open()
         let attributes = try FileManager.default.attributesOfItem(atPath: fixture.path)
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
     }
@@ -59,7 +59,7 @@ struct ConnectionTests {
         let fixture = try Fixture()
         let text = Data("these are my notes, not a database\n".utf8)
         try text.write(to: URL(fileURLWithPath: fixture.path))
-        let error = await expectError(.unreadableDatabase) { try fixture.open() }
+        let error = await expectError(.unreadableDatabase) { try await fixture.open() }
         #expect(error?.message.contains(fixture.path) == true)
         #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.path)) == text)
     }
@@ -68,7 +68,7 @@ struct ConnectionTests {
     func truncatedFileIsRefused() async throws {
         let fixture = try Fixture()
         do {
-            let store = try fixture.open()
+            let store = try await fixture.open()
             try await store.start([(0..<200).map { .countdown("k\($0)", duration: .minutes(5)) }].flatMap { $0 })
             try await store.close()
         }
@@ -76,7 +76,7 @@ struct ConnectionTests {
         let truncated = whole.prefix(whole.count / 2 + 100)
         try truncated.write(to: URL(fileURLWithPath: fixture.path))
         do {
-            let store = try fixture.open()
+            let store = try await fixture.open()
             // Opening may succeed when the damage is past the schema; reading then fails cleanly.
             _ = try await store.active(limit: 1000)
         } catch let error as CountdownError {
@@ -142,7 +142,7 @@ struct ConnectionTests {
             try queue.close()
         }
         let before = try Data(contentsOf: URL(fileURLWithPath: fixture.path))
-        let error = await expectError(.foreignDatabase) { try fixture.open() }
+        let error = await expectError(.foreignDatabase) { try await fixture.open() }
         #expect(error?.message.contains("invoices") == true)
         #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.path)) == before)
     }
@@ -199,7 +199,7 @@ struct ConnectionTests {
         // own queue; GRDB's non-reentrant synchronous methods trap there (the ticker's
         // data_version check used to be such an await, and crashed processes under load).
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         for index in 0..<300 {
             try await store.database.write { db in try db.execute(sql: "SELECT 1") }
             try await store.start("k\(index)", duration: .seconds(60))

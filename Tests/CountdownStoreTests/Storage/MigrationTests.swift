@@ -29,12 +29,12 @@ struct MigrationTests {
     @Test("A fresh database records every migration by file name")
     func freshDatabaseRecordsEveryMigration() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let applied = try await store.database.read { db in try Migrator.applied(db) }
         #expect(applied == Migration.embedded.map(\.name))
         try await store.close()
         // Opening again applies nothing twice.
-        let again = try fixture.open()
+        let again = try await fixture.open()
         #expect(try await again.database.read { db in try Migrator.applied(db) } == applied)
     }
 
@@ -71,7 +71,7 @@ struct MigrationTests {
         }
         fixture.clock.advance(by: .seconds(60))
 
-        let store = try fixture.open()
+        let store = try await fixture.open()
         #expect(try await store.database.read { db in try Migrator.applied(db) } == Migration.embedded.map(\.name))
         let item = try #require(try await store.countdown("old-order"))
         #expect(item.remaining == .seconds(540))
@@ -89,7 +89,7 @@ struct MigrationTests {
     func newerSchemaIsRefusedAndUntouched() async throws {
         let fixture = try Fixture()
         do {
-            let store = try fixture.open()
+            let store = try await fixture.open()
             try await store.start("keep-me", duration: .minutes(5))
             try await store.database.write { db in
                 try db.execute(sql: "INSERT INTO countdown_migrations (name, applied_at_ms) VALUES ('9999_from_the_future.sql', 0)")
@@ -97,7 +97,7 @@ struct MigrationTests {
             try await store.close()
         }
         let before = try Data(contentsOf: URL(fileURLWithPath: fixture.path))
-        let error = await expectError(.schemaTooNew) { try fixture.open() }
+        let error = await expectError(.schemaTooNew) { try await fixture.open() }
         #expect(error?.message.contains("9999_from_the_future.sql") == true)
         #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.path)) == before)
     }

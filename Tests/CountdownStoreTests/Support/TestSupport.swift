@@ -3,6 +3,7 @@ import GRDB
 import Testing
 
 @testable import CountdownStore
+@testable import CountdownStorePostgres
 
 /// A fresh folder per test, removed when the test's value goes away.
 final class TemporaryFolder: Sendable {
@@ -23,28 +24,35 @@ final class TemporaryFolder: Sendable {
     }
 }
 
-/// A store on a fresh file with a virtual clock.
+/// A store on a fresh file (or, on PostgreSQL, a fresh schema) with a virtual clock.
 struct Fixture {
     let folder: TemporaryFolder
     let clock: VirtualClock
     let configuration: CountdownStore.Configuration
+    let engine: TestEngine
+    /// The PostgreSQL schema of this fixture's store.
+    let schema = PostgresFixtures.newSchema()
 
-    init(clock: VirtualClock = VirtualClock()) throws {
+    init(clock: VirtualClock = VirtualClock(), engine: TestEngine = .sqlite) throws {
         folder = try TemporaryFolder()
         self.clock = clock
+        self.engine = engine
         configuration = CountdownStore.Configuration(clock: clock)
     }
 
     var path: String { folder.path() }
 
-    /// Opens the store (again) on the same file.
-    func open() throws -> CountdownStore {
-        try CountdownStore(path: path, configuration: configuration)
+    /// Opens the store (again) on the same file or schema.
+    func open() async throws -> CountdownStore {
+        switch engine {
+        case .sqlite: try CountdownStore(path: path, configuration: configuration)
+        case .postgres: try await PostgresFixtures.open(schema: schema, configuration: configuration)
+        }
     }
 
     /// Opens the store and makes it the lease holder, as a running ticker would.
     func openTicking() async throws -> CountdownStore {
-        let store = try open()
+        let store = try await open()
         try await store.heartbeat()
         return store
     }
@@ -83,7 +91,10 @@ func expectError<T>(
 
 /// Every row of every countdown table, for proving that refused input changed nothing.
 func snapshot(_ store: CountdownStore) async throws -> [String] {
-    try await store.database.read { db in
+    if let engine = store.engine as? PostgresEngine, let schema = engine.schema {
+        return try await PostgresFixtures.snapshot(schema: schema)
+    }
+    return try await store.database.read { db in
         var lines: [String] = []
         for table in ["countdowns", "countdown_clock", "countdown_lease", "countdown_events", "countdown_consumers", "countdown_migrations"] {
             for row in try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY rowid") {
@@ -107,7 +118,18 @@ struct EventRow: Sendable, Hashable {
 
 /// The events recorded, oldest first, optionally only for `key` and of `kind`.
 func events(_ store: CountdownStore, key: String? = nil, kind: String? = nil) async throws -> [EventRow] {
-    try await store.database.read { db in
+    if store.engine is PostgresEngine {
+        return try await store.engine.read { tx in
+            try tx.events(afterID: 0, limit: Int(Int32.max)).filter { event in
+                (key == nil || event.key == key) && (kind == nil || event.kind == kind)
+            }.map { event in
+                EventRow(
+                    kind: event.kind, key: event.key, generation: event.generation, deadlineAtMs: event.deadlineAtMs,
+                    firedAtMs: event.firedAtMs, lateMs: event.lateMs, detail: event.detail)
+            }
+        }
+    }
+    return try await store.database.read { db in
         try Row.fetchAll(
             db,
             sql: """

@@ -12,7 +12,7 @@ struct ClockEditTests {
     @Test("T4: a clock edit while running: no early expiry, no extension, a clock event", arguments: jumps)
     func clockEditWhileRunning(jumpSeconds: Int64) async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let running = await RunningTicker(store)
         try await store.start("wall", duration: .minutes(2), policy: .wall)
         try await store.start("active", duration: .minutes(2), policy: .active)
@@ -35,7 +35,7 @@ struct ClockEditTests {
     func clockEditBetweenRuns(jumpSeconds: Int64) async throws {
         let fixture = try Fixture()
         do {
-            let store = try fixture.open()
+            let store = try await fixture.open()
             let running = await RunningTicker(store)
             try await store.start("wall", duration: .minutes(2), policy: .wall)
             try await store.start("active", duration: .minutes(2), policy: .active)
@@ -46,7 +46,7 @@ struct ClockEditTests {
         fixture.clock.advance(by: .seconds(10))  // down for ten seconds...
         fixture.clock.moveSystemClock(by: .seconds(jumpSeconds))  // ...while someone sets the clock
 
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let running = await RunningTicker(store)
         #expect(try await store.countdown("wall")?.remaining == .seconds(80), "the downtime counted, the edit did not")
         #expect(try await store.countdown("active")?.remaining == .seconds(90))
@@ -84,7 +84,7 @@ struct ClockEditTests {
     @Test("T4: the system clock set back to 1970 while running, between runs and across a reboot")
     func backTo1970() async throws {
         let fixture = try Fixture()
-        var store = try fixture.open()
+        var store = try await fixture.open()
         var running = await RunningTicker(store)
         try await store.start("wall", duration: .minutes(5))
         try await store.start("active", duration: .minutes(5), policy: .active)
@@ -98,7 +98,7 @@ struct ClockEditTests {
         try await store.close()
 
         fixture.clock.advance(by: .seconds(60))  // down a minute, clock still near 1970
-        store = try fixture.open()
+        store = try await fixture.open()
         running = await RunningTicker(store)
         #expect(try await store.countdown("wall")?.remaining == .minutes(3))
         #expect(try await store.countdown("active")?.remaining == .minutes(4))
@@ -106,7 +106,7 @@ struct ClockEditTests {
         try await store.close()
 
         fixture.clock.reboot(after: .seconds(60))  // and rebooted with the clock in 1970
-        store = try fixture.open()
+        store = try await fixture.open()
         running = await RunningTicker(store)
         let wall = try await store.now().wall
         #expect(wall >= before + 90_000, "W never goes back, even across a reboot into 1970")
@@ -120,7 +120,7 @@ struct ClockEditTests {
     @Test("T4: a slewing system clock moves nothing; each second of accumulated drift is recorded")
     func slewingClock() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let running = await RunningTicker(store)
         try await store.start("wall", duration: .minutes(2))
         for _ in 0..<60 {

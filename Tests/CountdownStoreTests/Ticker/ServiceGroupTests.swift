@@ -17,7 +17,7 @@ struct ServiceGroupTests {
     @Test("A graceful shutdown of the group stops the ticker with a final heartbeat and a freed lease")
     func gracefulShutdownWritesAFinalHeartbeat() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("screen", duration: .minutes(5), policy: .active)
         let ticker = CountdownTicker(store: store)
         let group = ServiceGroup(services: [ticker, HostService()], logger: Logger(label: "test"))
@@ -41,7 +41,7 @@ struct ServiceGroupTests {
     @Test("A ticker refuses to run twice at once")
     func tickerRunsOnce() async throws {
         let fixture = try Fixture()
-        let running = await RunningTicker(try fixture.open())
+        let running = await RunningTicker(try await fixture.open())
         await expectError(.wrongState) { try await running.ticker.run() }
         try await running.stop()
     }

@@ -38,7 +38,7 @@ struct TickerTests {
     @Test("Expiry fires at the deadline, never early, in one transaction with its event")
     func expiryFiresAtTheDeadlineNeverEarly() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let running = await RunningTicker(store)
         try await store.start("otp", duration: .seconds(10), group: "codes", payload: .text("1234"))
         await running.advance(fixture.clock, by: .milliseconds(9_999))
@@ -56,7 +56,7 @@ struct TickerTests {
     @Test("A write in the same process that moves the next deadline earlier wakes the ticker at once")
     func sameProcessWriteWakesTheTicker() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("later", duration: .hours(1))
         let running = await RunningTicker(store)
         try await store.start("soon", duration: .milliseconds(7))
@@ -70,8 +70,8 @@ struct TickerTests {
     @Test("Another process's write is noticed within 250 ms")
     func otherProcessWriteIsNoticed() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
-        let other = try fixture.open()  // another instance: its writes do not signal this one
+        let store = try await fixture.open()
+        let other = try await fixture.open()  // another instance: its writes do not signal this one
         let running = await RunningTicker(store)
         fixture.clock.advance(by: .milliseconds(40))
         try await other.start("cli", duration: .milliseconds(5))
@@ -93,7 +93,7 @@ struct TickerTests {
             try await store.close()
         }
         fixture.clock.reboot(after: .minutes(10))
-        let store = try fixture.open()
+        let store = try await fixture.open()
         let running = await RunningTicker(store)
         let expiries = try await events(store, kind: "expired")
         #expect(expiries.map(\.key) == ["a", "b", "c"])
@@ -160,7 +160,7 @@ struct TickerTests {
     @Test("Cancelling the consuming task ends the subscription")
     func cancellingEndsTheSubscription() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("a", duration: .minutes(1))
         let running = await RunningTicker(store)
         let ticks = try running.ticker.ticks(keys: ["a"], every: .milliseconds(500))
@@ -180,7 +180,7 @@ struct TickerTests {
     @Test("suspend() and resume() stop and restart active time while the ticker runs")
     func suspendAndResumeWithTheTicker() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("screen", duration: .minutes(1), policy: .active)
         try await store.start("pay", duration: .minutes(1), policy: .wall)
         let running = await RunningTicker(store)
@@ -199,7 +199,7 @@ struct TickerTests {
     @Test("Stopping the ticker writes a final heartbeat and frees the lease")
     func stoppingWritesAFinalHeartbeat() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         try await store.start("screen", duration: .minutes(1), policy: .active)
         let running = await RunningTicker(store)
         await running.advance(fixture.clock, by: .milliseconds(1700))
@@ -214,8 +214,8 @@ struct TickerTests {
     @Test("Of two tickers on one database, one holds the lease; the other takes over when it stops")
     func oneTickerHoldsTheLease() async throws {
         let fixture = try Fixture()
-        let first = await RunningTicker(try fixture.open())
-        let second = await RunningTicker(try fixture.open())
+        let first = await RunningTicker(try await fixture.open())
+        let second = await RunningTicker(try await fixture.open())
         await first.advance(fixture.clock, by: .seconds(3))
         await second.ticker.waitUntilIdle()
         let holders = [first, second].filter { if case .held = $0.ticker.leaseStatus { true } else { false } }
@@ -230,7 +230,7 @@ struct TickerTests {
     @Test("While a ticker runs, WAL checkpoints leave its commits for moments with no deadline near, and come back after")
     func checkpointsWaitForQuietMoments() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()
+        let store = try await fixture.open()
         func automaticCheckpoint() async throws -> Int? {
             try await store.database.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
         }

@@ -67,7 +67,7 @@ struct TimeModelTests {
         try await store.close()
 
         fixture.clock.advance(by: .minutes(5))  // the process is down
-        let reopened = try fixture.open()
+        let reopened = try await fixture.open()
         #expect(try await reopened.countdown("pay")?.remaining == .minutes(8))
     }
 
@@ -141,7 +141,7 @@ struct TimeModelTests {
     @Test("T3: without a lease holder, active time stands still and the gap grows")
     func t3WithoutALeaseHolderActiveTimeStandsStill() async throws {
         let fixture = try Fixture()
-        let store = try fixture.open()  // no heartbeat: nobody ticks
+        let store = try await fixture.open()  // no heartbeat: nobody ticks
         try await store.start("screen", duration: .minutes(10), policy: .active)
         fixture.clock.advance(by: .minutes(3))
         #expect(try await store.countdown("screen")?.elapsed == .zero)
@@ -167,7 +167,7 @@ struct TimeModelTests {
         try await store.close()
 
         fixture.clock.reboot(after: .seconds(20))
-        let reopened = try fixture.open()
+        let reopened = try await fixture.open()
         #expect(try await reopened.now().wall == server.millisecondsSince1970 + 30_000)
         let status = try await reopened.clockStatus()
         #expect(status.calibrationOffset == .seconds(300))
@@ -202,7 +202,7 @@ struct TimeModelTests {
         try await store.calibrate(serverTime: Date(millisecondsSince1970: fixture.clock.systemMilliseconds - 7000), force: true)
         try await store.close()
         fixture.clock.advance(by: .seconds(2))
-        let reopened = try fixture.open()
+        let reopened = try await fixture.open()
         #expect(try await reopened.now().wall == before + 8000)
     }
 
@@ -311,7 +311,7 @@ struct TimeModelTests {
         try await store.start("b", duration: .seconds(1))
         try await store.close()
         fixture.clock.advance(by: .seconds(61))  // nothing ran while it came due
-        let reopened = try fixture.open()
+        let reopened = try await fixture.open()
         #expect(try await reopened.expireDue().map(\.key) == ["b"])
         let event = try #require(try await events(reopened, key: "b", kind: "expired").first)
         #expect(event.lateMs == 60_000)

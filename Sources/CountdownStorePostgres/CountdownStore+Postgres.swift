@@ -1,0 +1,161 @@
+import CountdownStore
+import Foundation
+import Logging
+import PostgresNIO
+
+extension CountdownStore {
+    /// Opens the store in the PostgreSQL database at `url`, creating its tables (or bringing
+    /// them up to date) on first use, on a connection pool of its own that ``close()`` ends.
+    ///
+    /// ```swift
+    /// let store = try await CountdownStore(postgresURL: "postgres://app@db.internal:5432/orders")
+    /// ```
+    ///
+    /// The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`; `?host=/run/postgresql`
+    /// reaches the server through the Unix socket in that folder instead, and `?sslmode=disable`
+    /// (or `prefer`, the default, or `require`) chooses TLS.
+    ///
+    /// - Parameters:
+    ///   - url: the database's URL.
+    ///   - schema: a schema of the store's own (created when missing); `nil` puts the tables
+    ///     where the connection's `search_path` does (usually `public`).
+    ///   - configuration: the same settings as for SQLite; ``Configuration/busyTimeout`` bounds
+    ///     how long a write waits for another host's.
+    /// - Throws: ``CountdownError/Code/invalidArgument`` for a URL that does not parse (naming it,
+    ///   password hidden); ``CountdownError/Code/ioFailure`` when the server cannot be reached;
+    ///   ``CountdownError/Code/schemaTooNew`` for a database written by a newer CountdownStore.
+    public convenience init(
+        postgresURL url: String, schema: String? = nil, configuration: Configuration = Configuration()
+    ) async throws(CountdownError) {
+        let target = try PostgresURL(url)
+        var clientConfiguration = target.clientConfiguration
+        clientConfiguration.options.additionalStartupParameters.append(
+            ("idle_in_transaction_session_timeout", "\(max(1000, milliseconds(configuration.leaseDuration)))"))
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
+        let runner = ClientRunner(client)
+        do {
+            try await self.init(
+                client: client, schema: schema, place: quoted(target.redacted, limit: 200), runner: runner,
+                configuration: configuration, databaseClock: true)
+        } catch {
+            runner.stop()
+            throw error
+        }
+    }
+
+    /// Opens the store in the database the host's `client` reaches, creating its tables (or
+    /// bringing them up to date) on first use. The host runs the client (`client.run()`) and
+    /// ends it; ``close()`` leaves it running.
+    ///
+    /// - Parameters:
+    ///   - client: the host's connection pool, running.
+    ///   - schema: a schema of the store's own (created when missing); `nil` puts the tables
+    ///     where the connections' `search_path` does.
+    ///   - configuration: the same settings as for SQLite.
+    public convenience init(
+        client: PostgresClient, schema: String? = nil, configuration: Configuration = Configuration()
+    ) async throws(CountdownError) {
+        try await self.init(
+            client: client, schema: schema, place: "the host's PostgreSQL client", runner: nil,
+            configuration: configuration, databaseClock: true)
+    }
+
+    /// Opens the store on `client`. With `databaseClock` off the configuration's clock stands in
+    /// for the server's (tests on virtual time).
+    convenience init(
+        client: PostgresClient, schema: String?, place: String, runner: ClientRunner?,
+        configuration: Configuration, databaseClock: Bool
+    ) async throws(CountdownError) {
+        if let schema, schema.isEmpty || schema.utf8.count > 63 || schema.contains("\0") {
+            throw CountdownError(
+                .invalidArgument, "invalid schema \(quoted(schema)): must be 1 to 63 bytes, without NUL")
+        }
+        let engine = PostgresEngine(
+            client: client, prefix: schema.map { PostgresMigrator.quotedIdentifier($0) + "." } ?? "", schema: schema,
+            place: place, logger: configuration.logger,
+            bootScope: "\(configuration.clock.bootIdentity ?? "boot"):\(UUID().uuidString.prefix(8).lowercased())",
+            serverClock: ServerClockEstimate(), runner: runner, lockTimeout: configuration.leaseDuration,
+            databaseClock: databaseClock)
+        let first = ClockReading(configuration.clock)
+        do {
+            try await engine.transaction(writing: true) { tx in
+                try PostgresMigrator.prepare(tx, firstReading: first)
+            }
+        } catch let error as CountdownError {
+            throw error
+        } catch {
+            throw CountdownError(storage: error, path: nil)
+        }
+        self.init(engine: engine, path: nil, configuration: configuration)
+    }
+}
+
+/// `duration` in whole milliseconds.
+func milliseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+}
+
+/// A `postgres://` URL taken apart.
+struct PostgresURL: Sendable {
+    var clientConfiguration: PostgresClient.Configuration
+    /// The URL without its password, for messages.
+    var redacted: String
+
+    init(_ text: String) throws(CountdownError) {
+        let shown = Self.redact(text)
+        func invalid(_ why: String) -> CountdownError {
+            CountdownError(.invalidArgument, "invalid PostgreSQL URL \(quoted(shown, limit: 200)): \(why)")
+        }
+        guard let components = URLComponents(string: text), let scheme = components.scheme,
+            ["postgres", "postgresql"].contains(scheme.lowercased())
+        else {
+            throw invalid("expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE")
+        }
+        guard let user = components.percentEncodedUser.flatMap({ $0.removingPercentEncoding }), !user.isEmpty else {
+            throw invalid("it names no user")
+        }
+        let password = components.percentEncodedPassword.flatMap { $0.removingPercentEncoding }
+        let database = String(components.path.drop { $0 == "/" }).removingPercentEncoding.flatMap { $0.isEmpty ? nil : $0 }
+        var socketFolder: String?
+        var tls = PostgresClient.Configuration.TLS.prefer(.makeClientConfiguration())
+        for item in components.queryItems ?? [] {
+            switch item.name {
+            case "host":
+                socketFolder = item.value
+            case "sslmode":
+                switch item.value {
+                case "disable"?: tls = .disable
+                case "prefer"?, "allow"?: tls = .prefer(.makeClientConfiguration())
+                case "require"?, "verify-ca"?, "verify-full"?: tls = .require(.makeClientConfiguration())
+                default: throw invalid("unknown sslmode \(quoted(item.value ?? ""))")
+                }
+            default:
+                throw invalid("unknown parameter \(quoted(item.name)) (known: host, sslmode)")
+            }
+        }
+        if let socketFolder, socketFolder.hasPrefix("/") {
+            let port = components.port ?? 5432
+            clientConfiguration = PostgresClient.Configuration(
+                unixSocketPath: socketFolder + "/.s.PGSQL.\(port)", username: user, password: password, database: database)
+        } else {
+            guard let host = socketFolder ?? components.host, !host.isEmpty else { throw invalid("it names no host") }
+            if let port = components.port, !(1...65535).contains(port) { throw invalid("port \(port) is out of range") }
+            clientConfiguration = PostgresClient.Configuration(
+                host: host, port: components.port ?? 5432, username: user, password: password, database: database, tls: tls)
+        }
+        redacted = shown
+    }
+
+    /// `text` with the password (if any) replaced by `***`.
+    static func redact(_ text: String) -> String {
+        guard var components = URLComponents(string: text), components.password != nil else { return text }
+        components.password = "***"
+        return components.string ?? text
+    }
+
+    /// Whether `text` is a PostgreSQL URL rather than a file path.
+    static func isPostgresURL(_ text: String) -> Bool {
+        text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
+    }
+}

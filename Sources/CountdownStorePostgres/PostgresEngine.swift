@@ -1,0 +1,194 @@
+import CountdownStore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The PostgreSQL engine: the store's transactions on connections of a `PostgresClient`.
+///
+/// The store's logic is synchronous (SQLite runs it on the calling thread); postgres-nio is
+/// not. Each transaction leases a connection, then runs the store's body on a thread of the
+/// engine's own, where every statement waits for its result: the body stays one piece of code
+/// for both engines, and no thread of Swift's cooperative pool or of the event loops ever blocks.
+///
+/// Writers are serialized by a lock on the `countdown_clock` row taken by the first query of
+/// each write transaction (SQLite's one writer at a time, so event IDs follow commit order);
+/// only the lease holder updates that row, so the lock is held for the body alone.
+struct PostgresEngine: StorageEngine {
+    let client: PostgresClient
+    /// `"schema".` to put before every table name, or empty for the connection's search path.
+    let prefix: String
+    /// The schema, as given (for messages and the migrations' search path).
+    let schema: String?
+    /// Where the store is, for messages: the URL without its password, or "the host's PostgreSQL client".
+    let place: String
+    let logger: Logger
+    /// This engine's boot identity: the host's boot and a token of this engine, so that a boot
+    /// clock reading is compared only with readings of the same process.
+    let bootScope: String
+    /// The estimate of the database's clock from this engine's last reading.
+    let serverClock: ServerClockEstimate
+    /// The task running an owned client (`nil` for the host's client).
+    let runner: ClientRunner?
+    /// How long a waiter for the lease's row lock may wait (the lease duration).
+    let lockTimeout: Duration
+    /// Whether the server's clock is the store's system clock (always, but in tests on virtual time).
+    let databaseClock: Bool
+
+    var knownMigrations: [String] { Migration.embedded.map(\.name) }
+    var holderMovesCheckpoint: Bool { true }
+
+    // MARK: Transactions
+
+    func read<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws -> T {
+        try await transaction(writing: false) { tx in try body(tx) }
+    }
+
+    func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T {
+        try await transaction(writing: true) { tx in try body(tx) }
+    }
+
+    /// Runs `body` in one transaction on a leased connection, on a thread of the engine's own.
+    func transaction<T: Sendable>(
+        writing: Bool, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
+    ) async throws -> T {
+        do {
+            return try await client.withConnection { connection in
+                try await Blocking.run {
+                    let tx = PostgresTransaction(engine: self, connection: connection, writing: writing)
+                    try tx.execute(writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    do {
+                        let value = try body(tx)
+                        try tx.execute("COMMIT")
+                        return value
+                    } catch {
+                        try? tx.execute("ROLLBACK")
+                        throw error
+                    }
+                }
+            }
+        } catch let error as CountdownError {
+            throw error
+        } catch let error as PostgresFailure {
+            throw error
+        } catch {
+            throw PostgresFailure(error, place: place)
+        }
+    }
+
+    // MARK: StorageEngine
+
+    /// The last event ID: it changes whenever anybody commits an event.
+    func foreignChangeToken() async throws -> Int {
+        do {
+            let value = try await client.withConnection { connection in
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "SELECT coalesce(max(id), 0) FROM \(prefix)countdown_events"), logger: logger
+                ).collect().first?.decode(Int64.self) ?? 0
+            }
+            return Int(truncatingIfNeeded: value)
+        } catch {
+            throw PostgresFailure(error, place: place)
+        }
+    }
+
+    func startUpkeep() throws -> (any EngineUpkeep)? { nil }
+
+    func appliedMigrations() async throws -> [String] {
+        try await transaction(writing: false) { tx in try PostgresMigrator.applied(tx) }
+    }
+
+    func integrityCheck() async throws -> [String] {
+        try await transaction(writing: false) { tx in try PostgresMigrator.integrityProblems(tx) }
+    }
+
+    func checkpointLog() async throws -> Bool { true }
+
+    func close() throws {
+        runner?.stop()
+    }
+
+    func clockReading(_ local: ClockReading) -> ClockReading {
+        serverClock.reading(local: local, bootScope: bootScope)
+    }
+}
+
+/// The engine's estimate of the database server's clock between two readings of it: the last
+/// reading plus the time this host's boot clock measured since.
+final class ServerClockEstimate: @unchecked Sendable {
+    private let lock = NSLock()
+    private var sample: (server: Int64, boot: Int64)?
+
+    /// Records a reading of the server's clock (`server`, already corrected for a recorded skew)
+    /// taken at `boot` on this host's boot clock.
+    func record(server: Int64, boot: Int64) {
+        lock.withLock { sample = (server, boot) }
+    }
+
+    /// `local` with the estimated server clock in place of the system clock.
+    func reading(local: ClockReading, bootScope: String) -> ClockReading {
+        let estimate = lock.withLock { sample.map { $0.server + (local.boot - $0.boot) } }
+        return ClockReading(system: estimate ?? local.system, boot: local.boot, bootID: bootScope)
+    }
+}
+
+/// Runs an owned `PostgresClient` for as long as the store is open.
+final class ClientRunner: Sendable {
+    private let task: Task<Void, Never>
+
+    init(_ client: PostgresClient) {
+        task = Task { await client.run() }
+    }
+
+    func stop() {
+        task.cancel()
+    }
+}
+
+/// Synchronous work on threads that may block, bridged to and from Swift concurrency.
+enum Blocking {
+    /// Threads for transactions: a blocked thread here never holds up a cooperative thread.
+    private static let queue = DispatchQueue(label: "CountdownStorePostgres.transactions", attributes: .concurrent)
+
+    /// Runs `body` on one of the engine's threads and returns its result.
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                continuation.resume(with: Result { try body() })
+            }
+        }
+    }
+}
+
+/// A failure of PostgreSQL or of the connection to it, as the store reports it.
+struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
+    let error: any Error
+    let place: String
+
+    init(_ error: any Error, place: String) {
+        self.error = error
+        self.place = place
+    }
+
+    /// The SQLSTATE the server sent, if it sent one.
+    var sqlState: String? {
+        (error as? PSQLError)?.serverInfo?[.sqlState]
+    }
+
+    func countdownError(place _: String) -> CountdownError {
+        let where_ = " at \(place)"
+        guard let psql = error as? PSQLError else {
+            return CountdownError(.storageFailure, "storage failure\(where_): \(error)", underlying: self)
+        }
+        let message = psql.serverInfo?[.message] ?? "\(psql.code)"
+        switch sqlState {
+        case "53100"?:
+            return CountdownError(.diskFull, "disk full writing the database\(where_): \(message)", underlying: self)
+        case "55P03"?, "40001"?, "40P01"?, "57014"?:
+            return CountdownError(.databaseBusy, "the database\(where_) stayed locked by another connection: \(message)", underlying: self)
+        case .some:
+            return CountdownError(.storageFailure, "storage failure\(where_): \(message) (SQLSTATE \(sqlState ?? ""))", underlying: self)
+        case nil:
+            return CountdownError(.ioFailure, "could not reach the database\(where_): \(message)", underlying: self)
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import CountdownStore
+import Foundation
+import PostgresNIO
+
+/// Brings a PostgreSQL database up to this build's schema (`Migrations/postgres/`), in the
+/// store's schema, and writes a new store's first clock row: all in one transaction, under a
+/// transaction-scoped advisory lock, so hosts opening one new database at once take turns and
+/// nothing outlives the transaction (PgBouncer's transaction pooling keeps working).
+enum PostgresMigrator {
+    static let tableName = "countdown_migrations"
+
+    /// The migrations the database records, in the order they were applied.
+    static func applied(_ tx: PostgresTransaction) throws -> [String] {
+        let exists = try tx.run(
+            "SELECT to_regclass($1) IS NOT NULL", [.text(tx.engine.prefix + tableName)]
+        ).rows.first?.decode(Bool.self) ?? false
+        guard exists else { return [] }
+        return try tx.run("SELECT name FROM \(tx.engine.prefix)\(tableName) ORDER BY applied_order").rows.map {
+            try $0.decode(String.self)
+        }
+    }
+
+    /// Applies what is pending and starts the clocks of a new store; refuses, having changed
+    /// nothing, a database that records a migration this build does not know.
+    static func prepare(_ tx: PostgresTransaction, firstReading: ClockReading, upTo last: String? = nil) throws {
+        let engine = tx.engine
+        try tx.run("SELECT pg_advisory_xact_lock(hashtext($1))", [.text("CountdownStore:" + (engine.schema ?? ""))])
+        try checkNotNewer(tx)
+        if let schema = engine.schema {
+            let present = try tx.run("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", [.text(schema)])
+                .rows.first?.decode(Bool.self) ?? false
+            if !present { try tx.execute("CREATE SCHEMA \(quotedIdentifier(schema))") }
+        }
+        try tx.execute(
+            """
+            CREATE TABLE IF NOT EXISTS \(engine.prefix)\(tableName) (
+                name text PRIMARY KEY, applied_at_ms bigint NOT NULL,
+                applied_order bigint GENERATED ALWAYS AS IDENTITY)
+            """)
+        let done = Set(try applied(tx))
+        for migration in Migration.embedded where !done.contains(migration.name) {
+            if let schema = engine.schema { try tx.execute("SET LOCAL search_path TO \(quotedIdentifier(schema))") }
+            for statement in statements(of: migration.sql) { try tx.execute(statement) }
+            try tx.execute("RESET search_path")
+            try tx.run(
+                "INSERT INTO \(engine.prefix)\(tableName) (name, applied_at_ms) VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
+                [.text(migration.name)])
+            if migration.name == last { break }
+        }
+        if try tx.checkpoint() == nil {
+            let used = try tx.run(
+                "SELECT EXISTS (SELECT 1 FROM \(engine.prefix)countdowns) OR EXISTS (SELECT 1 FROM \(engine.prefix)countdown_events)"
+            ).rows.first?.decode(Bool.self) ?? false
+            guard !used else {
+                throw CountdownError(
+                    .unreadableDatabase,
+                    "the database at \(engine.place) is damaged: its countdown_clock row is missing; it was left untouched")
+            }
+            let reading = try tx.clockReading(firstReading)
+            try tx.save(Checkpoint.initial(at: reading), creating: true)
+        }
+    }
+
+    /// Throws ``CountdownError/Code/schemaTooNew`` if the database records unknown migrations.
+    static func checkNotNewer(_ tx: PostgresTransaction) throws {
+        let known = Set(Migration.embedded.map(\.name))
+        let unknown = try applied(tx).filter { !known.contains($0) }
+        if !unknown.isEmpty {
+            throw CountdownError(
+                .schemaTooNew,
+                "the database schema is newer than this CountdownStore: it records migration \(unknown.map { quoted($0) }.joined(separator: ", ")), which this version does not know; the database was left untouched"
+            )
+        }
+    }
+
+    /// What is wrong with the store's rows, or `["ok"]`.
+    static func integrityProblems(_ tx: PostgresTransaction) throws -> [String] {
+        var problems: [String] = []
+        if try tx.checkpoint() == nil { problems.append("the countdown_clock row is missing") }
+        let leases = try tx.run("SELECT count(*) FROM \(tx.engine.prefix)countdown_lease WHERE id = 1").rows.first?.decode(Int64.self)
+        if leases != 1 { problems.append("the countdown_lease row is missing") }
+        return problems.isEmpty ? ["ok"] : problems
+    }
+
+    /// The statements of a migration file: each ends with `;` at the end of a line (the files
+    /// define tables, indexes and views, never a function body); comment lines are dropped.
+    static func statements(of sql: String) -> [String] {
+        var statements: [String] = []
+        var current = ""
+        for line in sql.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.hasPrefix("--") || trimmed.isEmpty { continue }
+            current += line + "\n"
+            if trimmed.hasSuffix(";") {
+                statements.append(current)
+                current = ""
+            }
+        }
+        if !current.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { statements.append(current) }
+        return statements
+    }
+
+    /// `name` as a PostgreSQL identifier, in double quotes.
+    static func quotedIdentifier(_ name: String) -> String {
+        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}

@@ -1,0 +1,496 @@
+import CountdownStore
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One transaction's view of the tables on PostgreSQL: the same reads and writes as SQLite's,
+/// each statement waited for on the engine's thread.
+final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
+    let engine: PostgresEngine
+    let connection: PostgresConnection
+    let writing: Bool
+    /// The server's clock and the checkpoint, as the last ``clocks()`` read them.
+    private var serverMs: Int64?
+    private var checkpointRead: Checkpoint?
+    private var savepoints = 0
+
+    init(engine: PostgresEngine, connection: PostgresConnection, writing: Bool) {
+        self.engine = engine
+        self.connection = connection
+        self.writing = writing
+    }
+
+    private var p: String { engine.prefix }
+
+    // MARK: Statements
+
+    /// Runs `sql` binding `values`, and returns its rows and how many rows it changed.
+    @discardableResult
+    func run(_ sql: String, _ values: [Value] = []) throws -> (rows: [PostgresRow], changed: Int) {
+        var bindings = PostgresBindings(capacity: values.count)
+        for value in values {
+            switch value {
+            case .int(let number): bindings.append(number)
+            case .text(let text): bindings.append(text)
+            case .bytes(let data): try bindings.append(data)
+            case .bool(let flag): bindings.append(flag)
+            case .null: bindings.appendNull()
+            }
+        }
+        let result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: engine.logger).wait()
+        return (Array(result.rows), result.metadata.rows ?? 0)
+    }
+
+    func execute(_ sql: String) throws {
+        try run(sql)
+    }
+
+    /// A value a statement binds.
+    enum Value {
+        case int(Int64)
+        case text(String)
+        case bytes(Data)
+        case bool(Bool)
+        case null
+
+        static func int(_ value: Int64?) -> Value { value.map { .int($0) } ?? .null }
+        static func text(_ value: String?) -> Value { value.map { .text($0) } ?? .null }
+    }
+
+    // MARK: Decoding
+
+    private static let itemColumns = """
+        id, key, group_name, kind, policy, state, duration_ms, generation, start_offset_ms, gap_at_start_ms, \
+        started_at_ms, paused_ms, paused_at_ms, deadline_ms, final_elapsed_ms, ended_at_ms, expired_at_ms, \
+        payload, payload_bytes, updated_at_ms
+        """
+
+    private var selectItems: String { "SELECT \(Self.itemColumns) FROM \(p)countdowns" }
+
+    private static func item(_ row: PostgresRow) throws -> ItemRecord {
+        let r = row.makeRandomAccess()
+        func enumValue<T: RawRepresentable<String>>(_ index: Int, _ column: String) throws -> T {
+            let raw = try r[index].decode(String.self)
+            guard let value = T(rawValue: raw) else {
+                throw CountdownError(.unreadableDatabase, "unexpected \(column) \(quoted(raw)) in the countdowns table")
+            }
+            return value
+        }
+        return ItemRecord(
+            id: try r[0].decode(Int64.self), key: try r[1].decode(String.self), group: try r[2].decode(String?.self),
+            kind: try enumValue(3, "kind"), policy: try enumValue(4, "policy"), state: try enumValue(5, "state"),
+            durationMs: try r[6].decode(Int64?.self), generation: try r[7].decode(Int64.self),
+            startOffsetMs: try r[8].decode(Int64.self), gapAtStartMs: try r[9].decode(Int64.self),
+            startedAtMs: try r[10].decode(Int64.self), pausedMs: try r[11].decode(Int64.self),
+            pausedAtMs: try r[12].decode(Int64?.self), deadlineMs: try r[13].decode(Int64?.self),
+            finalElapsedMs: try r[14].decode(Int64?.self), endedAtMs: try r[15].decode(Int64?.self),
+            expiredAtMs: try r[16].decode(Int64?.self),
+            payload: try payload(text: r[17].decode(String?.self), bytes: r[18].decode(Data?.self)),
+            updatedAtMs: try r[19].decode(Int64.self))
+    }
+
+    private static func payload(text: String?, bytes: Data?) -> CountdownPayload? {
+        if let text { return .text(text) }
+        return bytes.map { .bytes($0) }
+    }
+
+    private static func payloadValues(_ payload: CountdownPayload?) -> [Value] {
+        switch payload {
+        case .text(let text)?: [.text(text), .null]
+        case .bytes(let data)?: [.null, .bytes(data)]
+        case nil: [.null, .null]
+        }
+    }
+
+    private static func itemValues(_ item: ItemRecord) -> [Value] {
+        [
+            .int(item.id), .text(item.key), .text(item.group), .text(item.kind.rawValue), .text(item.policy.rawValue),
+            .text(item.state.rawValue), .int(item.durationMs), .int(item.generation), .int(item.startOffsetMs),
+            .int(item.gapAtStartMs), .int(item.startedAtMs), .int(item.pausedMs), .int(item.pausedAtMs),
+            .int(item.deadlineMs), .int(item.finalElapsedMs), .int(item.endedAtMs), .int(item.expiredAtMs),
+        ] + payloadValues(item.payload) + [.int(item.updatedAtMs)]
+    }
+
+    private static let eventColumns =
+        "id, kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
+
+    private var selectEvents: String { "SELECT \(Self.eventColumns) FROM \(p)countdown_events" }
+
+    private static func event(_ row: PostgresRow) throws -> EventRecord {
+        let r = row.makeRandomAccess()
+        var event = EventRecord(.started, at: StoreTime(wall: try r[5].decode(Int64.self), active: 0, gap: 0))
+        event.id = try r[0].decode(Int64.self)
+        event.kind = try r[1].decode(String.self)
+        event.key = try r[2].decode(String?.self)
+        event.group = try r[3].decode(String?.self)
+        event.generation = try r[4].decode(Int64?.self)
+        event.deadlineAtMs = try r[6].decode(Int64?.self)
+        event.firedAtMs = try r[7].decode(Int64?.self)
+        event.lateMs = try r[8].decode(Int64?.self)
+        event.payload = payload(text: try r[9].decode(String?.self), bytes: try r[10].decode(Data?.self))
+        event.detail = try r[11].decode(String?.self)
+        return event
+    }
+
+    private static let checkpointColumns = """
+        created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms, boot_id, wall_floor_ms, suspended, \
+        calibration_offset_ms, calibrated_at_ms, clock_skew_ms
+        """
+
+    private static func checkpoint(_ r: PostgresRandomAccessRow) throws -> Checkpoint {
+        Checkpoint(
+            createdAt: try r[0].decode(Int64.self), active: try r[1].decode(Int64.self), gap: try r[2].decode(Int64.self),
+            heartbeatAt: try r[3].decode(Int64.self), heartbeatBoot: try r[4].decode(Int64.self),
+            bootID: try r[5].decode(String?.self), wallFloor: try r[6].decode(Int64.self),
+            suspended: try r[7].decode(Bool.self), calibrationOffset: try r[8].decode(Int64.self),
+            calibratedAt: try r[9].decode(Int64?.self), clockSkew: try r[10].decode(Int64.self))
+    }
+
+    private static func lease(_ r: PostgresRandomAccessRow, from column: Int) throws -> Lease {
+        guard let expires = try r[column + 2].decode(Int64?.self) else {
+            return Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
+        }
+        return Lease(holder: try r[column].decode(String?.self), acquiredAtMs: try r[column + 1].decode(Int64?.self), expiresAtMs: expires)
+    }
+
+    // MARK: Reading
+
+    func checkpoint() throws -> Checkpoint? {
+        try run("SELECT \(Self.checkpointColumns) FROM \(p)countdown_clock WHERE id = 1").rows.first.map {
+            try Self.checkpoint($0.makeRandomAccess())
+        }
+    }
+
+    func lease() throws -> Lease {
+        try run("SELECT holder, acquired_at_ms, expires_at_ms FROM \(p)countdown_lease WHERE id = 1").rows.first.map {
+            try Self.lease($0.makeRandomAccess(), from: 0)
+        } ?? Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
+    }
+
+    func clocks() throws -> (Checkpoint?, Lease, SoonestDeadlines) {
+        // A write transaction locks the clock row first: writers take turns, as on SQLite, so
+        // event IDs follow the order of commits. The server's clock comes in the same round trip.
+        let sql = """
+            SELECT \(Self.checkpointColumns), l.holder, l.acquired_at_ms, l.expires_at_ms,
+                (SELECT deadline_ms FROM \(p)countdowns
+                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'wall' ORDER BY deadline_ms LIMIT 1),
+                (SELECT deadline_ms FROM \(p)countdowns
+                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'active' ORDER BY deadline_ms LIMIT 1),
+                floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+            FROM \(p)countdown_clock AS c LEFT JOIN \(p)countdown_lease AS l ON l.id = 1
+            WHERE c.id = 1
+            """ + (writing ? " FOR UPDATE OF c" : "")
+        guard let row = try run(sql).rows.first else { return (nil, try lease(), SoonestDeadlines()) }
+        let r = row.makeRandomAccess()
+        let checkpoint = try Self.checkpoint(r)
+        checkpointRead = checkpoint
+        serverMs = try r[16].decode(Int64.self)
+        return (checkpoint, try Self.lease(r, from: 11), SoonestDeadlines(wall: try r[14].decode(Int64?.self), active: try r[15].decode(Int64?.self)))
+    }
+
+    /// The server's clock in place of the host's system clock. A checkpoint this engine wrote
+    /// is extrapolated on this host's boot clock (the server's clock only tells how far it has
+    /// moved, a clock event); any other on the server's clock, less the skew the lease holder
+    /// recorded when the server's clock was moved.
+    func clockReading(_ local: ClockReading) throws -> ClockReading {
+        let server: Int64
+        if !engine.databaseClock {
+            server = local.system
+        } else if let serverMs {
+            server = serverMs
+        } else {
+            server = try run("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint").rows.first?.decode(Int64.self) ?? local.system
+        }
+        let own = checkpointRead?.bootID == engine.bootScope
+        let corrected = server - (own ? 0 : checkpointRead?.clockSkew ?? 0)
+        engine.serverClock.record(server: server - (checkpointRead?.clockSkew ?? 0), boot: local.boot)
+        return ClockReading(system: corrected, boot: local.boot, bootID: engine.bootScope)
+    }
+
+    func item(key: String) throws -> ItemRecord? {
+        try run(selectItems + " WHERE key = $1", [.text(key)]).rows.first.map(Self.item)
+    }
+
+    /// Items matching `conditions` (SQL with `?` for each value), ordered and limited.
+    private func items(_ conditions: [(String, [Value])], orderedBy order: String?, limit: Int) throws -> [ItemRecord] {
+        var sql = selectItems + " WHERE "
+        var values: [Value] = []
+        for (index, (condition, more)) in conditions.enumerated() {
+            if index > 0 { sql += " AND " }
+            var text = condition
+            for value in more {
+                values.append(value)
+                text = text.replacingFirst("?", with: "$\(values.count)")
+            }
+            sql += text
+        }
+        if let order { sql += " ORDER BY " + order }
+        values.append(.int(Int64(limit)))
+        sql += " LIMIT $\(values.count)"
+        return try run(sql, values).rows.map(Self.item)
+    }
+
+    private func optional(_ condition: String, _ value: String?) -> [(String, [Value])] {
+        value.map { [(condition, [.text($0)])] } ?? []
+    }
+
+    private func optional(_ condition: String, _ value: Int64?) -> [(String, [Value])] {
+        value.map { [(condition, [.int($0)])] } ?? []
+    }
+
+    private func optional(_ condition: String, _ position: SortPosition?) -> [(String, [Value])] {
+        position.map { [(condition, [.int($0.value), .text($0.key)])] } ?? []
+    }
+
+    func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?, limit: Int) throws -> [ItemRecord] {
+        try items(
+            [("state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", [.text(policy.rawValue)])]
+                + optional("group_name = ?", group) + optional("deadline_ms > ?", notDueBy)
+                + optional("(deadline_ms, key) > (?, ?)", after),
+            orderedBy: "deadline_ms, key", limit: limit)
+    }
+
+    func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int) throws -> [ItemRecord] {
+        try items(
+            [("state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", [.text(policy.rawValue)]),
+             ("deadline_ms <= ?", [.int(deadline)])] + optional("group_name = ?", group),
+            orderedBy: "deadline_ms, key", limit: limit)
+    }
+
+    func runningLatestFirst(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, before: SortPosition?, limit: Int) throws -> [ItemRecord] {
+        try items(
+            [("state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", [.text(policy.rawValue)]),
+             ("deadline_ms <= ?", [.int(deadline)])] + optional("group_name = ?", group)
+                + optional("(deadline_ms, key) < (?, ?)", before),
+            orderedBy: "deadline_ms DESC, key DESC", limit: limit)
+    }
+
+    func dueCounts(policy: CountdownPolicy, dueBy deadline: Int64) throws -> [(group: String?, count: Int)] {
+        try run(
+            """
+            SELECT group_name, count(*) FROM \(p)countdowns
+            WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = $1 AND deadline_ms <= $2 GROUP BY group_name
+            """, [.text(policy.rawValue), .int(deadline)]
+        ).rows.map { row in
+            let r = row.makeRandomAccess()
+            return (try r[0].decode(String?.self), Int(try r[1].decode(Int64.self)))
+        }
+    }
+
+    func paused(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
+        try items(
+            [("state = 'paused' AND deadline_ms IS NOT NULL", [])] + optional("group_name = ?", group)
+                + optional("((deadline_ms - paused_at_ms), key) > (?, ?)", after),
+            orderedBy: "(deadline_ms - paused_at_ms), key", limit: limit)
+    }
+
+    func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord] {
+        let only = states.count == 1 ? states.first.map { " AND state = '\($0.rawValue)'" } ?? "" : ""
+        return try items(
+            [("kind = 'stopwatch' AND state IN ('running', 'paused')" + only, [])] + optional("group_name = ?", group)
+                + optional("key > ?", afterKey),
+            orderedBy: "key", limit: limit)
+    }
+
+    func expired(sinceMs: Int64?, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
+        try items(
+            [("state = 'expired'", [])] + optional("expired_at_ms >= ?", sinceMs) + optional("group_name = ?", group)
+                + optional("(expired_at_ms, key) < (?, ?)", after),
+            orderedBy: "expired_at_ms DESC, key DESC", limit: limit)
+    }
+
+    func counts() throws -> [CountRow] {
+        try run("SELECT state, group_name, count(*) FROM \(p)countdowns GROUP BY state, group_name").rows.compactMap { row in
+            let r = row.makeRandomAccess()
+            guard let state = CountdownState(rawValue: try r[0].decode(String.self)) else { return nil }
+            return CountRow(state: state, group: try r[1].decode(String?.self), count: Int(try r[2].decode(Int64.self)))
+        }
+    }
+
+    func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
+        try run(selectEvents + " WHERE id > $1 ORDER BY id LIMIT $2", [.int(afterID), .int(Int64(limit))]).rows.map(Self.event)
+    }
+
+    func lastEventID() throws -> Int64 {
+        try run("SELECT coalesce(max(id), 0) FROM \(p)countdown_events").rows.first?.decode(Int64.self) ?? 0
+    }
+
+    func retiredGeneration(key: String) throws -> Int64? {
+        try run("SELECT generation FROM \(p)countdown_retired_keys WHERE key = $1", [.text(key)]).rows.first?.decode(Int64.self)
+    }
+
+    func cancelled(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
+        try items(
+            [("state = 'cancelled'", [])] + optional("group_name = ?", group) + optional("(ended_at_ms, key) < (?, ?)", after),
+            orderedBy: "ended_at_ms DESC, key DESC", limit: limit)
+    }
+
+    func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
+        guard let kinds else {
+            return try run(selectEvents + " ORDER BY id DESC LIMIT $1", [.int(Int64(limit))]).rows.map(Self.event)
+        }
+        let marks = kinds.indices.map { "$\($0 + 1)" }.joined(separator: ",")
+        return try run(
+            selectEvents + " WHERE kind IN (\(marks)) ORDER BY id DESC LIMIT $\(kinds.count + 1)",
+            kinds.map { .text($0) } + [.int(Int64(limit))]
+        ).rows.map(Self.event)
+    }
+
+    func items(keys: [String]) throws -> [ItemRecord] {
+        var found: [ItemRecord] = []
+        for start in stride(from: 0, to: keys.count, by: 500) {
+            let chunk = keys[start..<min(start + 500, keys.count)]
+            let marks = chunk.indices.map { "$\($0 - start + 1)" }.joined(separator: ",")
+            found += try run(selectItems + " WHERE key IN (\(marks))", chunk.map { .text($0) }).rows.map(Self.item)
+        }
+        return found
+    }
+
+    func activeItems(group: String?, limit: Int) throws -> [ItemRecord] {
+        try items([("state IN ('running', 'paused')", [])] + optional("group_name = ?", group), orderedBy: nil, limit: limit)
+    }
+
+    func consumerCursor(_ name: String) throws -> Int64? {
+        try run("SELECT last_event_id FROM \(p)countdown_consumers WHERE name = $1", [.text(name)]).rows.first?.decode(Int64.self)
+    }
+
+    // MARK: Writing
+
+    func savepoint<T>(_ body: () throws -> T) throws -> T {
+        savepoints += 1
+        let name = "countdown_\(savepoints)"
+        try execute("SAVEPOINT \(name)")
+        do {
+            let value = try body()
+            try execute("RELEASE SAVEPOINT \(name)")
+            return value
+        } catch {
+            try? execute("ROLLBACK TO SAVEPOINT \(name)")
+            throw error
+        }
+    }
+
+    func save(_ checkpoint: Checkpoint, creating: Bool) throws {
+        let values: [Value] = [
+            .int(checkpoint.createdAt), .int(checkpoint.active), .int(checkpoint.gap), .int(checkpoint.heartbeatAt),
+            .int(checkpoint.heartbeatBoot), .text(checkpoint.bootID), .int(checkpoint.wallFloor), .bool(checkpoint.suspended),
+            .int(checkpoint.calibrationOffset), .int(checkpoint.calibratedAt), .int(checkpoint.clockSkew),
+        ]
+        let sql =
+            creating
+            ? """
+            INSERT INTO \(p)countdown_clock (created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms, boot_id,
+                wall_floor_ms, suspended, calibration_offset_ms, calibrated_at_ms, clock_skew_ms, id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1) ON CONFLICT (id) DO NOTHING
+            """
+            : """
+            UPDATE \(p)countdown_clock SET created_at_ms = $1, active_ms = $2, gap_ms = $3, heartbeat_at_ms = $4,
+                heartbeat_boot_ms = $5, boot_id = $6, wall_floor_ms = $7, suspended = $8, calibration_offset_ms = $9,
+                calibrated_at_ms = $10, clock_skew_ms = $11
+            WHERE id = 1
+            """
+        try run(sql, values)
+        checkpointRead = checkpoint
+    }
+
+    func save(_ lease: Lease) throws {
+        // The term counts holders: it moves on whenever the lease passes to another instance.
+        try run(
+            """
+            UPDATE \(p)countdown_lease SET
+                term = CASE WHEN $1::text IS NOT NULL AND holder IS DISTINCT FROM $1::text THEN term + 1 ELSE term END,
+                holder = $1, acquired_at_ms = $2, expires_at_ms = $3
+            WHERE id = 1
+            """, [.text(lease.holder), .int(lease.acquiredAtMs), .int(lease.expiresAtMs)])
+    }
+
+    func insertNew(_ item: inout ItemRecord) throws -> Bool {
+        if let retired = try retiredGeneration(key: item.key) {
+            item.generation = max(item.generation, retired + 1)
+        }
+        let columns = Self.itemColumns.replacingOccurrences(of: "id, key,", with: "key,")
+        let values = Array(Self.itemValues(item).dropFirst())
+        let marks = values.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
+        let result = try run(
+            "INSERT INTO \(p)countdowns (\(columns)) VALUES (\(marks)) ON CONFLICT (key) DO NOTHING RETURNING id", values)
+        guard let id = try result.rows.first?.decode(Int64.self) else { return false }
+        item.id = id
+        return true
+    }
+
+    func update(_ item: ItemRecord) throws {
+        try run(
+            """
+            UPDATE \(p)countdowns SET key = $2, group_name = $3, kind = $4, policy = $5, state = $6,
+                duration_ms = $7, generation = $8, start_offset_ms = $9, gap_at_start_ms = $10, started_at_ms = $11,
+                paused_ms = $12, paused_at_ms = $13, deadline_ms = $14, final_elapsed_ms = $15, ended_at_ms = $16,
+                expired_at_ms = $17, payload = $18, payload_bytes = $19, updated_at_ms = $20
+            WHERE id = $1
+            """, Self.itemValues(item))
+    }
+
+    func delete(_ item: ItemRecord) throws {
+        try run("DELETE FROM \(p)countdowns WHERE id = $1", [.int(item.id)])
+        try run(
+            """
+            INSERT INTO \(p)countdown_retired_keys (key, generation, removed_at_ms) VALUES ($1, $2, $3)
+            ON CONFLICT (key) DO UPDATE SET generation = greatest(countdown_retired_keys.generation, $2), removed_at_ms = $3
+            """, [.text(item.key), .int(item.generation), .int(item.updatedAtMs)])
+    }
+
+    func append(_ event: EventRecord) throws {
+        try run(
+            """
+            INSERT INTO \(p)countdown_events (kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms,
+                payload, payload_bytes, detail)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+            """,
+            [.text(event.kind), .text(event.key), .text(event.group), .int(event.generation), .int(event.atMs),
+             .int(event.deadlineAtMs), .int(event.firedAtMs), .int(event.lateMs)]
+                + Self.payloadValues(event.payload) + [.text(event.detail)])
+    }
+
+    func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
+        try run(
+            "INSERT INTO \(p)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3)",
+            [.text(name), .int(cursor), .int(wallMs)])
+    }
+
+    func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws {
+        try run(
+            """
+            INSERT INTO \(p)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3)
+            ON CONFLICT (name) DO UPDATE SET last_event_id = greatest(countdown_consumers.last_event_id, $2), updated_at_ms = $3
+            """, [.text(name), .int(id), .int(wallMs)])
+    }
+
+    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64) throws -> Int {
+        try run(
+            """
+            INSERT INTO \(p)countdown_retired_keys (key, generation, removed_at_ms)
+            SELECT key, generation, $2 FROM \(p)countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1
+            ON CONFLICT (key) DO UPDATE SET generation = greatest(countdown_retired_keys.generation, excluded.generation),
+                removed_at_ms = $2
+            """, [.int(cutoffMs), .int(nowMs)])
+        return try run(
+            "DELETE FROM \(p)countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1", [.int(cutoffMs)]
+        ).changed
+    }
+
+    func deleteEvents(before cutoffMs: Int64) throws -> Int {
+        try run(
+            """
+            DELETE FROM \(p)countdown_events
+            WHERE at_ms < $1 AND id <= coalesce((SELECT min(last_event_id) FROM \(p)countdown_consumers), 9223372036854775807)
+            """, [.int(cutoffMs)]
+        ).changed
+    }
+}
+
+extension String {
+    /// This text with its first `target` replaced.
+    func replacingFirst(_ target: String, with replacement: String) -> String {
+        guard let range = range(of: target) else { return self }
+        return replacingCharacters(in: range, with: replacement)
+    }
+}
