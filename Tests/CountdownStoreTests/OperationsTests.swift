@@ -5,9 +5,9 @@ import Testing
 
 @Suite("Operations")
 struct OperationsTests {
-    @Test("Starting an active key is refused unless replace or keep is asked")
-    func startingAnActiveKey() async throws {
-        let fixture = try Fixture()
+    @Test("Starting an active key is refused unless replace or keep is asked", arguments: TestEngine.all)
+    func startingAnActiveKey(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("otp", duration: .seconds(30), payload: .text("first"))
         await expectError(.alreadyActive) { try await store.start("otp", duration: .seconds(60)) }
@@ -18,9 +18,9 @@ struct OperationsTests {
         #expect(try await events(store, key: "otp").map(\.kind) == ["started", "replaced"])
     }
 
-    @Test("An ended key can be started again without replace, in a new generation")
-    func endedKeyStartsAgain() async throws {
-        let fixture = try Fixture()
+    @Test("An ended key can be started again without replace, in a new generation", arguments: TestEngine.all)
+    func endedKeyStartsAgain(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("otp", duration: .seconds(30))
         try await store.cancel("otp")
@@ -28,9 +28,9 @@ struct OperationsTests {
         #expect(again.state == .running && again.generation == 2)
     }
 
-    @Test("A removed key's generations never repeat when it is created again")
-    func removedKeysNeverReuseGenerations() async throws {
-        let fixture = try Fixture()
+    @Test("A removed key's generations never repeat when it is created again", arguments: TestEngine.all)
+    func removedKeysNeverReuseGenerations(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("otp", duration: .seconds(30))
         try await store.restart("otp")
@@ -40,9 +40,9 @@ struct OperationsTests {
         #expect(try await store.startStopwatch("otp").generation == 4)
     }
 
-    @Test("A countdown past its deadline is expired for every reader; a refused write still records its expiry")
-    func dueCountdownIsExpiredAndARefusalRecordsIt() async throws {
-        let fixture = try Fixture()
+    @Test("A countdown past its deadline is expired for every reader; a refused write still records its expiry", arguments: TestEngine.all)
+    func dueCountdownIsExpiredAndARefusalRecordsIt(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()  // no ticker
         let started = try await store.start("otp", duration: .seconds(10))
         fixture.clock.advance(by: .seconds(12))
@@ -68,9 +68,9 @@ struct OperationsTests {
         #expect(try await events(store, key: "otp", kind: "expired").count == 1)
     }
 
-    @Test("Pause, resume, cancel, restart and remove move the state and record events")
-    func lifecycle() async throws {
-        let fixture = try Fixture()
+    @Test("Pause, resume, cancel, restart and remove move the state and record events", arguments: TestEngine.all)
+    func lifecycle(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("a", duration: .minutes(1), group: "g", payload: .bytes(Data([1, 2, 3])))
         try await run(store, fixture.clock, for: .seconds(10))
@@ -94,9 +94,9 @@ struct OperationsTests {
                 == ["started", "paused", "resumed", "cancelled", "restarted", "removed"])
     }
 
-    @Test("Extend and shorten move the deadline; shortening past zero expires at once")
-    func extendAndShorten() async throws {
-        let fixture = try Fixture()
+    @Test("Extend and shorten move the deadline; shortening past zero expires at once", arguments: TestEngine.all)
+    func extendAndShorten(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("a", duration: .minutes(1))
         try await run(store, fixture.clock, for: .seconds(20))
@@ -114,9 +114,9 @@ struct OperationsTests {
         await expectError(.wrongState) { try await store.extend("w", by: .seconds(1)) }
     }
 
-    @Test("A paused countdown can be extended and shortened")
-    func pausedCountdownChangesDuration() async throws {
-        let fixture = try Fixture()
+    @Test("A paused countdown can be extended and shortened", arguments: TestEngine.all)
+    func pausedCountdownChangesDuration(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("a", duration: .minutes(1))
         try await run(store, fixture.clock, for: .seconds(15))
@@ -127,9 +127,9 @@ struct OperationsTests {
         #expect(try await store.resume("a").remaining == .seconds(30))
     }
 
-    @Test("A countdown can end at an instant of the calibrated wall clock")
-    func startEndingAtAnInstant() async throws {
-        let fixture = try Fixture()
+    @Test("A countdown can end at an instant of the calibrated wall clock", arguments: TestEngine.all)
+    func startEndingAtAnInstant(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let server = Date(millisecondsSince1970: fixture.clock.systemMilliseconds + 60_000)
         try await store.calibrate(serverTime: server)
@@ -138,9 +138,9 @@ struct OperationsTests {
         #expect(item.deadlineAt == server.addingTimeInterval(15 * 60))
     }
 
-    @Test("Bulk start writes every item in one transaction, and keep ignores duplicates")
-    func bulkStart() async throws {
-        let fixture = try Fixture()
+    @Test("Bulk start writes every item in one transaction, and keep ignores duplicates", arguments: TestEngine.all)
+    func bulkStart(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let requests: [CountdownRequest] = (0..<1000).map {
             $0.isMultiple(of: 10) ? .stopwatch("k\($0)") : .countdown("k\($0)", duration: .seconds(Int64($0) + 1), group: "bulk")
@@ -153,9 +153,9 @@ struct OperationsTests {
         #expect(try await events(store).count == 1000, "keep writes no event")
     }
 
-    @Test("Prune removes old ended items and acknowledged old events only")
-    func prune() async throws {
-        let fixture = try Fixture()
+    @Test("Prune removes old ended items and acknowledged old events only", arguments: TestEngine.all)
+    func prune(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("old", duration: .seconds(1))
         try await store.start("cancelled", duration: .minutes(1))
@@ -176,9 +176,9 @@ struct OperationsTests {
         #expect(result.events == 5)
     }
 
-    @Test("A key started again after prune deleted its item goes on from its last generation")
-    func pruneKeepsGenerations() async throws {
-        let fixture = try Fixture()
+    @Test("A key started again after prune deleted its item goes on from its last generation", arguments: TestEngine.all)
+    func pruneKeepsGenerations(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("otp", duration: .seconds(1))
         try await store.restart("otp")  // generation 2

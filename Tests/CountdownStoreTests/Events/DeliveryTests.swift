@@ -15,9 +15,9 @@ struct DeliveryTests {
         return taken
     }
 
-    @Test("A named consumer gets every event in order, across restarts, until it acknowledges")
-    func namedConsumerResumesFromItsCursor() async throws {
-        let fixture = try Fixture()
+    @Test("A named consumer gets every event in order, across restarts, until it acknowledges", arguments: TestEngine.all)
+    func namedConsumerResumesFromItsCursor(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         do {
             let store = try await fixture.open()
             let running = await RunningTicker(store)
@@ -42,9 +42,9 @@ struct DeliveryTests {
         #expect(try await mailer.acknowledgedThrough() == again[2].id, "the cursor never moves back")
     }
 
-    @Test("A consumer sees new events as they happen, filtered by group and key")
-    func consumerFollowsNewEventsByGroup() async throws {
-        let fixture = try Fixture()
+    @Test("A consumer sees new events as they happen, filtered by group and key", arguments: TestEngine.all)
+    func consumerFollowsNewEventsByGroup(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let running = await RunningTicker(store)
         let billing = try await store.consumer("billing", startingAt: .now)
@@ -60,9 +60,9 @@ struct DeliveryTests {
         try await running.stop()
     }
 
-    @Test("Anonymous subscribers get live events only")
-    func anonymousSubscribersGetLiveEventsOnly() async throws {
-        let fixture = try Fixture()
+    @Test("Anonymous subscribers get live events only", arguments: TestEngine.all)
+    func anonymousSubscribersGetLiveEventsOnly(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("before", duration: .seconds(1))
         let live = try await store.events()
@@ -74,9 +74,9 @@ struct DeliveryTests {
         #expect(received.allSatisfy { $0.key == "after" })
     }
 
-    @Test("T7: an expiry superseded by a newer generation is never delivered")
-    func supersededExpiryIsNotDelivered() async throws {
-        let fixture = try Fixture()
+    @Test("T7: an expiry superseded by a newer generation is never delivered", arguments: TestEngine.all)
+    func supersededExpiryIsNotDelivered(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let running = await RunningTicker(store)
         try await store.start("otp", duration: .seconds(1))
@@ -93,9 +93,9 @@ struct DeliveryTests {
         try await running.stop()
     }
 
-    @Test("T7: a superseded expiry stays undelivered after its key is removed and created again")
-    func supersededExpiryStaysSupersededAcrossRemoval() async throws {
-        let fixture = try Fixture()
+    @Test("T7: a superseded expiry stays undelivered after its key is removed and created again", arguments: TestEngine.all)
+    func supersededExpiryStaysSupersededAcrossRemoval(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let running = await RunningTicker(store)
         try await store.start("otp", duration: .seconds(1))
@@ -111,9 +111,9 @@ struct DeliveryTests {
         try await running.stop()
     }
 
-    @Test("Consumer names follow the key rules")
-    func consumerNamesAreValidated() async throws {
-        let fixture = try Fixture()
+    @Test("Consumer names follow the key rules", arguments: TestEngine.all)
+    func consumerNamesAreValidated(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         await expectError(.invalidArgument) { try await store.consumer("") }
         await expectError(.invalidArgument) { try await store.consumer("bad\nname") }

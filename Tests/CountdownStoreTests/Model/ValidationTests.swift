@@ -39,9 +39,9 @@ struct ValidationTests {
         try await expectRefused(.invalidKey) { _ = try await $0.countdown(megabyte) }
     }
 
-    @Test("Keys: 256 bytes, SQL metacharacters and emoji are accepted as they are")
-    func acceptedKeys() async throws {
-        let fixture = try Fixture()
+    @Test("Keys: 256 bytes, SQL metacharacters and emoji are accepted as they are", arguments: TestEngine.all)
+    func acceptedKeys(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let keys = [String(repeating: "k", count: 256), "'; DROP TABLE countdowns; --", "🚀 launch", "%_\\*?"]
         for key in keys {
@@ -51,9 +51,9 @@ struct ValidationTests {
         #expect(try await store.counts().total == keys.count)
     }
 
-    @Test("Keys: NFC and NFD spellings of one name are the same key")
-    func canonicallyEquivalentKeysAreOne() async throws {
-        let fixture = try Fixture()
+    @Test("Keys: NFC and NFD spellings of one name are the same key", arguments: TestEngine.all)
+    func canonicallyEquivalentKeysAreOne(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let nfc = "caf\u{E9}"
         let nfd = "cafe\u{301}"
@@ -71,15 +71,15 @@ struct ValidationTests {
         try await expectRefused(.invalidGroup) { _ = try await $0.active(group: "") }
     }
 
-    @Test("Payloads over 64 KiB are refused; 64 KiB exactly is accepted")
-    func payloadLimit() async throws {
+    @Test("Payloads over 64 KiB are refused; 64 KiB exactly is accepted", arguments: TestEngine.all)
+    func payloadLimit(engine: TestEngine) async throws {
         try await expectRefused(.invalidPayload, naming: "65537 bytes") {
             try await $0.start("p", duration: .seconds(1), payload: .bytes(Data(count: 65_537)))
         }
         try await expectRefused(.invalidPayload, naming: "65537 bytes") {
             try await $0.start("p", duration: .seconds(1), payload: .text(String(repeating: "x", count: 65_537)))
         }
-        let fixture = try Fixture()
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let bytes = Data((0..<65_536).map { UInt8($0 % 256) })
         try await store.start("p", duration: .seconds(1), payload: .bytes(bytes))
@@ -100,9 +100,9 @@ struct ValidationTests {
         try await expectRefused(.invalidDuration) { _ = try await $0.expiring(within: .zero) }
     }
 
-    @Test("Durations: 1 ms and 100 years are accepted")
-    func durationBounds() async throws {
-        let fixture = try Fixture()
+    @Test("Durations: 1 ms and 100 years are accepted", arguments: TestEngine.all)
+    func durationBounds(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         #expect(try await store.start("min", duration: .milliseconds(1)).duration == .milliseconds(1))
         #expect(try await store.start("max", duration: .seconds(3_155_760_000)).duration == .seconds(3_155_760_000))

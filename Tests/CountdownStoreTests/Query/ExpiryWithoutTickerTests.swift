@@ -27,9 +27,9 @@ struct ExpiryWithoutTickerTests {
         #expect(try await store.list(.all).first { $0.key == key }?.state == .expired, sourceLocation: sourceLocation)
     }
 
-    @Test("With no ticker, a countdown past its deadline is expired everywhere, at a fixed instant; its event waits for the next write")
-    func noTicker() async throws {
-        let fixture = try Fixture()
+    @Test("With no ticker, a countdown past its deadline is expired everywhere, at a fixed instant; its event waits for the next write", arguments: TestEngine.all)
+    func noTicker(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let soon = try await store.start("soon", duration: .milliseconds(300), group: "g")
         try await store.start("later", duration: .seconds(60), group: "g")
@@ -56,9 +56,9 @@ struct ExpiryWithoutTickerTests {
         #expect(try await events(store, kind: "expired").count == 1, "recorded once")
     }
 
-    @Test("An active countdown does not run out while nobody ticks, and has no deadline on the wall clock meanwhile")
-    func activeWithoutTicker() async throws {
-        let fixture = try Fixture()
+    @Test("An active countdown does not run out while nobody ticks, and has no deadline on the wall clock meanwhile", arguments: TestEngine.all)
+    func activeWithoutTicker(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("screen", duration: .seconds(2), policy: .active)
         fixture.clock.advance(by: .minutes(5))
@@ -77,9 +77,9 @@ struct ExpiryWithoutTickerTests {
         #expect(due.state == .expired && due.expiredAt == held.deadlineAt)
     }
 
-    @Test("With a suspended ticker, wall countdowns run out for every reader and active ones stand still")
-    func suspendedTicker() async throws {
-        let fixture = try Fixture()
+    @Test("With a suspended ticker, wall countdowns run out for every reader and active ones stand still", arguments: TestEngine.all)
+    func suspendedTicker(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         let wall = try await store.start("pay", duration: .seconds(3))
         try await store.start("screen", duration: .seconds(3), policy: .active)
@@ -93,9 +93,9 @@ struct ExpiryWithoutTickerTests {
         #expect(recorded.map(\.key) == ["pay"] && recorded.first?.deadlineAtMs == wall.startedAt.millisecondsSince1970 + 3000)
     }
 
-    @Test("A ticker that stopped (frozen or killed) leaves readers in other processes seeing the expiry at once")
-    func stoppedTickerOtherReader() async throws {
-        let fixture = try Fixture()
+    @Test("A ticker that stopped (frozen or killed) leaves readers in other processes seeing the expiry at once", arguments: TestEngine.all)
+    func stoppedTickerOtherReader(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let holder = try await fixture.openTicking()
         let pay = try await holder.start("pay", duration: .seconds(2))
         try await run(holder, fixture.clock, for: .seconds(1))
@@ -109,9 +109,9 @@ struct ExpiryWithoutTickerTests {
         try await expectExpiredEverywhere(reader, "pay", at: pay.startedAt.addingTimeInterval(2))
     }
 
-    @Test("Across a restart: a wall countdown that ran out while the process was down is expired at the instant it reached zero")
-    func acrossARestart() async throws {
-        let fixture = try Fixture()
+    @Test("Across a restart: a wall countdown that ran out while the process was down is expired at the instant it reached zero", arguments: TestEngine.all)
+    func acrossARestart(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         let pay = try await store.start("pay", duration: .seconds(5))
         try await store.start("screen", duration: .seconds(5), policy: .active)
@@ -131,9 +131,9 @@ struct ExpiryWithoutTickerTests {
         #expect(recorded.map(\.key) == ["pay"] && recorded.first?.lateMs == 3 * 1000 + 11 * 60_000 - 5000)
     }
 
-    @Test("A refused write keeps the expiry it found; shortening past zero expires at once, at that instant")
-    func refusalsKeepExpiries() async throws {
-        let fixture = try Fixture()
+    @Test("A refused write keeps the expiry it found; shortening past zero expires at once, at that instant", arguments: TestEngine.all)
+    func refusalsKeepExpiries(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let soon = try await store.start("soon", duration: .milliseconds(300))
         fixture.clock.advance(by: .seconds(1))
@@ -155,9 +155,9 @@ struct ExpiryWithoutTickerTests {
         #expect(shortened.state == .expired && shortened.expiredAt == long.startedAt.addingTimeInterval(10))
     }
 
-    @Test("Listing every page with a small limit gives what one large page gives, in every filter")
-    func pagesWalkEverything() async throws {
-        let fixture = try Fixture()
+    @Test("Listing every page with a small limit gives what one large page gives, in every filter", arguments: TestEngine.all)
+    func pagesWalkEverything(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         for index in 0..<7 { try await store.start("run-\(index)", duration: .seconds(Int64(100 + index * 7 % 5)), group: index.isMultiple(of: 2) ? "g" : nil) }
         for index in 0..<4 { try await store.start("due-\(index)", duration: .seconds(Int64(min(3, 1 + index))), policy: index == 3 ? .active : .wall) }
@@ -197,9 +197,9 @@ struct ExpiryWithoutTickerTests {
         await expectError(.invalidArgument) { try await store.list(.expired, group: "g", limit: 1, after: first.next) }
     }
 
-    @Test("A cursor survives JSON, for a host that hands it to a client")
-    func cursorIsCodable() async throws {
-        let fixture = try Fixture()
+    @Test("A cursor survives JSON, for a host that hands it to a client", arguments: TestEngine.all)
+    func cursorIsCodable(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         for index in 0..<3 { try await store.start("k\(index)", duration: .seconds(Int64(10 + index))) }
         let page = try await store.list(.active, limit: 2, after: nil)

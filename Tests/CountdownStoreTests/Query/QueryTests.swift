@@ -94,9 +94,9 @@ struct QueryTests {
         }
     }
 
-    @Test("Active items come soonest first across policies and pauses, stopwatches last, paged by cursor")
-    func activeItemsArePagedSoonestFirst() async throws {
-        let fixture = try Fixture()
+    @Test("Active items come soonest first across policies and pauses, stopwatches last, paged by cursor", arguments: TestEngine.all)
+    func activeItemsArePagedSoonestFirst(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("wall-30", duration: .seconds(30), policy: .wall)
         try await store.start("active-20", duration: .seconds(20), policy: .active)
@@ -128,9 +128,9 @@ struct QueryTests {
         #expect(keys == whole.items.map(\.key))
     }
 
-    @Test("Every item of one answer carries figures computed at one instant")
-    func figuresShareOneInstant() async throws {
-        let fixture = try Fixture()
+    @Test("Every item of one answer carries figures computed at one instant", arguments: TestEngine.all)
+    func figuresShareOneInstant(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start((0..<50).map { .countdown("k\($0)", duration: .minutes(10)) })
         try await run(store, fixture.clock, for: .seconds(3))
@@ -139,9 +139,9 @@ struct QueryTests {
         #expect(Set(page.items.map(\.remaining)).count == 1)
     }
 
-    @Test("Expired items come newest first, by group and since an instant")
-    func expiredItems() async throws {
-        let fixture = try Fixture()
+    @Test("Expired items come newest first, by group and since an instant", arguments: TestEngine.all)
+    func expiredItems(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         for (index, group) in ["a", "b", "a", "b", "a"].enumerated() {
             try await store.start("e\(index)", duration: .seconds(1), group: group)
@@ -155,9 +155,9 @@ struct QueryTests {
         #expect(try await store.expired(limit: 2).map(\.key) == ["e4", "e3"])
     }
 
-    @Test("Paused items, items expiring within a window, counts and the next deadline")
-    func otherQueries() async throws {
-        let fixture = try Fixture()
+    @Test("Paused items, items expiring within a window, counts and the next deadline", arguments: TestEngine.all)
+    func otherQueries(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("soon", duration: .seconds(5), group: "x")
         try await store.start("later", duration: .minutes(5), group: "x", policy: .active)

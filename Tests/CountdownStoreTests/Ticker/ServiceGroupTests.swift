@@ -14,9 +14,9 @@ struct ServiceGroupTests {
         }
     }
 
-    @Test("A graceful shutdown of the group stops the ticker with a final heartbeat and a freed lease")
-    func gracefulShutdownWritesAFinalHeartbeat() async throws {
-        let fixture = try Fixture()
+    @Test("A graceful shutdown of the group stops the ticker with a final heartbeat and a freed lease", arguments: TestEngine.all)
+    func gracefulShutdownWritesAFinalHeartbeat(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("screen", duration: .minutes(5), policy: .active)
         let ticker = CountdownTicker(store: store)
@@ -38,9 +38,9 @@ struct ServiceGroupTests {
         #expect(try await store.countdown("screen")?.elapsed == .seconds(3), "nothing counts once the host is gone")
     }
 
-    @Test("A ticker refuses to run twice at once")
-    func tickerRunsOnce() async throws {
-        let fixture = try Fixture()
+    @Test("A ticker refuses to run twice at once", arguments: TestEngine.all)
+    func tickerRunsOnce(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let running = await RunningTicker(try await fixture.open())
         await expectError(.wrongState) { try await running.ticker.run() }
         try await running.stop()

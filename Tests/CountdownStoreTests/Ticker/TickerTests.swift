@@ -35,9 +35,9 @@ struct RunningTicker {
 
 @Suite("Ticker")
 struct TickerTests {
-    @Test("Expiry fires at the deadline, never early, in one transaction with its event")
-    func expiryFiresAtTheDeadlineNeverEarly() async throws {
-        let fixture = try Fixture()
+    @Test("Expiry fires at the deadline, never early, in one transaction with its event", arguments: TestEngine.all)
+    func expiryFiresAtTheDeadlineNeverEarly(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let running = await RunningTicker(store)
         try await store.start("otp", duration: .seconds(10), group: "codes", payload: .text("1234"))
@@ -53,9 +53,9 @@ struct TickerTests {
         try await running.stop()
     }
 
-    @Test("A write in the same process that moves the next deadline earlier wakes the ticker at once")
-    func sameProcessWriteWakesTheTicker() async throws {
-        let fixture = try Fixture()
+    @Test("A write in the same process that moves the next deadline earlier wakes the ticker at once", arguments: TestEngine.all)
+    func sameProcessWriteWakesTheTicker(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("later", duration: .hours(1))
         let running = await RunningTicker(store)
@@ -67,9 +67,9 @@ struct TickerTests {
         try await running.stop()
     }
 
-    @Test("Another process's write is noticed within 250 ms")
-    func otherProcessWriteIsNoticed() async throws {
-        let fixture = try Fixture()
+    @Test("Another process's write is noticed within 250 ms", arguments: TestEngine.all)
+    func otherProcessWriteIsNoticed(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let other = try await fixture.open()  // another instance: its writes do not signal this one
         let running = await RunningTicker(store)
@@ -81,9 +81,9 @@ struct TickerTests {
         try await running.stop()
     }
 
-    @Test("Items that came due while nothing ran expire once at start-up, oldest first, with their real lateness")
-    func catchUpAtStartUp() async throws {
-        let fixture = try Fixture()
+    @Test("Items that came due while nothing ran expire once at start-up, oldest first, with their real lateness", arguments: TestEngine.all)
+    func catchUpAtStartUp(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         do {
             let store = try await fixture.openTicking()
             try await store.start("c", duration: .minutes(5))
@@ -157,9 +157,9 @@ struct TickerTests {
         try await running.stop()
     }
 
-    @Test("Cancelling the consuming task ends the subscription")
-    func cancellingEndsTheSubscription() async throws {
-        let fixture = try Fixture()
+    @Test("Cancelling the consuming task ends the subscription", arguments: TestEngine.all)
+    func cancellingEndsTheSubscription(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("a", duration: .minutes(1))
         let running = await RunningTicker(store)
@@ -177,9 +177,9 @@ struct TickerTests {
         try await running.stop()
     }
 
-    @Test("suspend() and resume() stop and restart active time while the ticker runs")
-    func suspendAndResumeWithTheTicker() async throws {
-        let fixture = try Fixture()
+    @Test("suspend() and resume() stop and restart active time while the ticker runs", arguments: TestEngine.all)
+    func suspendAndResumeWithTheTicker(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("screen", duration: .minutes(1), policy: .active)
         try await store.start("pay", duration: .minutes(1), policy: .wall)
@@ -196,9 +196,9 @@ struct TickerTests {
         try await running.stop()
     }
 
-    @Test("Stopping the ticker writes a final heartbeat and frees the lease")
-    func stoppingWritesAFinalHeartbeat() async throws {
-        let fixture = try Fixture()
+    @Test("Stopping the ticker writes a final heartbeat and frees the lease", arguments: TestEngine.all)
+    func stoppingWritesAFinalHeartbeat(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("screen", duration: .minutes(1), policy: .active)
         let running = await RunningTicker(store)
@@ -211,9 +211,9 @@ struct TickerTests {
         #expect(try await store.countdown("screen")?.elapsed == .milliseconds(1700), "nothing lost, nothing counted after")
     }
 
-    @Test("Of two tickers on one database, one holds the lease; the other takes over when it stops")
-    func oneTickerHoldsTheLease() async throws {
-        let fixture = try Fixture()
+    @Test("Of two tickers on one database, one holds the lease; the other takes over when it stops", arguments: TestEngine.all)
+    func oneTickerHoldsTheLease(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let first = await RunningTicker(try await fixture.open())
         let second = await RunningTicker(try await fixture.open())
         await first.advance(fixture.clock, by: .seconds(3))

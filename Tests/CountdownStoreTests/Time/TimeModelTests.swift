@@ -8,9 +8,9 @@ import Testing
 struct TimeModelTests {
     // MARK: T1
 
-    @Test("T1: remaining time never increases, whatever the system clock does")
-    func t1RemainingNeverIncreasesWhateverTheSystemClockDoes() async throws {
-        let fixture = try Fixture()
+    @Test("T1: remaining time never increases, whatever the system clock does", arguments: TestEngine.all)
+    func t1RemainingNeverIncreasesWhateverTheSystemClockDoes(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let clock = fixture.clock
         var store = try await fixture.openTicking()
         try await store.start("wall", duration: .hours(30), policy: .wall)
@@ -41,9 +41,9 @@ struct TimeModelTests {
         #expect(clockEvents.count >= edits.count, "every edit is recorded as a clock event")
     }
 
-    @Test("T1: an edit of the system clock while running moves nothing and is recorded")
-    func t1ClockEditWhileRunningMovesNothingAndIsRecorded() async throws {
-        let fixture = try Fixture()
+    @Test("T1: an edit of the system clock while running moves nothing and is recorded", arguments: TestEngine.all)
+    func t1ClockEditWhileRunningMovesNothingAndIsRecorded(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("otp", duration: .seconds(60))
         let wallBefore = try await store.now().wall
@@ -58,9 +58,9 @@ struct TimeModelTests {
 
     // MARK: T2
 
-    @Test("T2: a wall countdown counts the time the process was down, same boot")
-    func t2WallCountsDowntimeInTheSameBoot() async throws {
-        let fixture = try Fixture()
+    @Test("T2: a wall countdown counts the time the process was down, same boot", arguments: TestEngine.all)
+    func t2WallCountsDowntimeInTheSameBoot(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("pay", duration: .minutes(15), policy: .wall)
         try await run(store, fixture.clock, for: .minutes(2))
@@ -71,9 +71,9 @@ struct TimeModelTests {
         #expect(try await reopened.countdown("pay")?.remaining == .minutes(8))
     }
 
-    @Test("T2: a wall countdown counts downtime across a reboot and a crash")
-    func t2WallCountsDowntimeAcrossARebootAndACrash() async throws {
-        let fixture = try Fixture()
+    @Test("T2: a wall countdown counts downtime across a reboot and a crash", arguments: TestEngine.all)
+    func t2WallCountsDowntimeAcrossARebootAndACrash(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         var store: CountdownStore? = try await fixture.openTicking()
         try await store!.start("pay", duration: .minutes(15), policy: .wall)
         try await run(store!, fixture.clock, for: .seconds(30))
@@ -88,9 +88,9 @@ struct TimeModelTests {
 
     // MARK: T3
 
-    @Test("T3: an active countdown loses nothing over a graceful stop and downtime")
-    func t3ActiveLosesNothingOverAGracefulStop() async throws {
-        let fixture = try Fixture()
+    @Test("T3: an active countdown loses nothing over a graceful stop and downtime", arguments: TestEngine.all)
+    func t3ActiveLosesNothingOverAGracefulStop(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("screen", duration: .minutes(10), policy: .active)
         try await run(store, fixture.clock, for: .seconds(90) + .milliseconds(400))
@@ -103,9 +103,9 @@ struct TimeModelTests {
         #expect(try await reopened.countdown("screen")?.elapsed == .seconds(100) + .milliseconds(400))
     }
 
-    @Test("T3: an active countdown does not count a suspend; a wall one does")
-    func t3ActiveDoesNotCountASuspend() async throws {
-        let fixture = try Fixture()
+    @Test("T3: an active countdown does not count a suspend; a wall one does", arguments: TestEngine.all)
+    func t3ActiveDoesNotCountASuspend(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("screen", duration: .minutes(10), policy: .active)
         try await store.start("pay", duration: .minutes(10), policy: .wall)
@@ -122,9 +122,9 @@ struct TimeModelTests {
         #expect(status.now.gap == (Duration.minutes(35)).milliseconds)
     }
 
-    @Test("T3: after a crash an active countdown loses at most one heartbeat interval")
-    func t3ActiveLosesAtMostOneHeartbeatAfterACrash() async throws {
-        let fixture = try Fixture()
+    @Test("T3: after a crash an active countdown loses at most one heartbeat interval", arguments: TestEngine.all)
+    func t3ActiveLosesAtMostOneHeartbeatAfterACrash(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         var store: CountdownStore? = try await fixture.openTicking()
         try await store!.start("screen", duration: .minutes(10), policy: .active)
         try await run(store!, fixture.clock, for: .seconds(60))
@@ -138,9 +138,9 @@ struct TimeModelTests {
         #expect(.seconds(60) + .milliseconds(999) - elapsed <= CountdownStore.Configuration().heartbeatInterval)
     }
 
-    @Test("T3: without a lease holder, active time stands still and the gap grows")
-    func t3WithoutALeaseHolderActiveTimeStandsStill() async throws {
-        let fixture = try Fixture()
+    @Test("T3: without a lease holder, active time stands still and the gap grows", arguments: TestEngine.all)
+    func t3WithoutALeaseHolderActiveTimeStandsStill(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()  // no heartbeat: nobody ticks
         try await store.start("screen", duration: .minutes(10), policy: .active)
         fixture.clock.advance(by: .minutes(3))
@@ -152,9 +152,9 @@ struct TimeModelTests {
 
     // MARK: T5
 
-    @Test("T5: after calibration the wall clock follows the server, persisted")
-    func t5WallClockFollowsTheServerTime() async throws {
-        let fixture = try Fixture()
+    @Test("T5: after calibration the wall clock follows the server, persisted", arguments: TestEngine.all)
+    func t5WallClockFollowsTheServerTime(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("sale", duration: .minutes(10))
         let server = Date(millisecondsSince1970: fixture.clock.systemMilliseconds + 300_000)
@@ -174,9 +174,9 @@ struct TimeModelTests {
         #expect(try await reopened.countdown("sale")?.remaining == .minutes(10) - .seconds(30))
     }
 
-    @Test("T5: a calibration to an earlier time is refused unless forced; forced, W slews at half speed until it catches up")
-    func t5BackwardCalibrationSlewsTheWallClock() async throws {
-        let fixture = try Fixture()
+    @Test("T5: a calibration to an earlier time is refused unless forced; forced, W slews at half speed until it catches up", arguments: TestEngine.all)
+    func t5BackwardCalibrationSlewsTheWallClock(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("active", duration: .minutes(10), policy: .active)
         let before = try await store.now().wall
@@ -206,9 +206,9 @@ struct TimeModelTests {
         #expect(try await reopened.now().wall == before + 8000)
     }
 
-    @Test("T5: a server time within the clock-edit tolerance behind W needs no force; more than a day ahead does")
-    func t5CalibrationBounds() async throws {
-        let fixture = try Fixture()
+    @Test("T5: a server time within the clock-edit tolerance behind W needs no force; more than a day ahead does", arguments: TestEngine.all)
+    func t5CalibrationBounds(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         let wall = try await store.now().wall
         try await store.calibrate(serverTime: Date(millisecondsSince1970: wall - 800))
@@ -224,9 +224,9 @@ struct TimeModelTests {
 
     // MARK: T6
 
-    @Test("T6: paused time never counts, over many cycles and across a restart")
-    func t6PausedTimeNeverCounts() async throws {
-        let fixture = try Fixture()
+    @Test("T6: paused time never counts, over many cycles and across a restart", arguments: TestEngine.all)
+    func t6PausedTimeNeverCounts(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         var store = try await fixture.openTicking()
         try await store.start("wall", duration: .minutes(30), policy: .wall)
         try await store.start("active", duration: .minutes(30), policy: .active)
@@ -259,9 +259,9 @@ struct TimeModelTests {
 
     // MARK: T7
 
-    @Test("T7: after restart, extend and shorten no expiry of an older generation is recorded")
-    func t7NoExpiryOfAnOlderGeneration() async throws {
-        let fixture = try Fixture()
+    @Test("T7: after restart, extend and shorten no expiry of an older generation is recorded", arguments: TestEngine.all)
+    func t7NoExpiryOfAnOlderGeneration(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("a", duration: .seconds(10))
         try await store.start("b", duration: .seconds(10))
@@ -283,9 +283,9 @@ struct TimeModelTests {
         }
     }
 
-    @Test("T7: replacing an active key bumps the generation")
-    func t7ReplacingBumpsTheGeneration() async throws {
-        let fixture = try Fixture()
+    @Test("T7: replacing an active key bumps the generation", arguments: TestEngine.all)
+    func t7ReplacingBumpsTheGeneration(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("otp", duration: .seconds(30))
         let replaced = try await store.start("otp", duration: .seconds(30), whenActive: .replace)
@@ -298,9 +298,9 @@ struct TimeModelTests {
 
     // MARK: Expiry
 
-    @Test("Expiry is never early and records its real lateness")
-    func expiryIsNeverEarlyAndRecordsItsLateness() async throws {
-        let fixture = try Fixture()
+    @Test("Expiry is never early and records its real lateness", arguments: TestEngine.all)
+    func expiryIsNeverEarlyAndRecordsItsLateness(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("a", duration: .milliseconds(1500))
         fixture.clock.advance(by: .milliseconds(1499))
