@@ -49,6 +49,7 @@ let package = Package(
             name: "countdown",
             dependencies: [
                 "CountdownStore",
+                "CountdownStorePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

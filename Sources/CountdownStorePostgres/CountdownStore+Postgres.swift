@@ -33,14 +33,33 @@ extension CountdownStore {
             ("idle_in_transaction_session_timeout", "\(max(1000, milliseconds(configuration.leaseDuration)))"))
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
         let runner = ClientRunner(client)
+        let place = quoted(target.redacted, limit: 200)
+        let connectTimeout = clientConfiguration.options.connectTimeout
+        let engine: PostgresEngine
         do {
-            try await self.init(
-                client: client, schema: schema, place: quoted(target.redacted, limit: 200), runner: runner,
-                configuration: configuration, databaseClock: true)
+            // A server that does not answer fails the opening within the connect timeout, with its URL.
+            engine = try await withThrowingTaskGroup(of: PostgresEngine?.self) { group in
+                group.addTask {
+                    try await Self.prepareEngine(
+                        client: client, schema: schema, place: place, runner: runner, configuration: configuration,
+                        databaseClock: true)
+                }
+                group.addTask {
+                    try await Task.sleep(for: connectTimeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let engine = first else {
+                    throw CountdownError(
+                        .ioFailure, "could not reach the database at \(place) within \(connectTimeout): no connection")
+                }
+                return engine
+            }
         } catch {
             runner.stop()
-            throw error
+            throw CountdownError(storage: error, path: nil)
         }
+        self.init(engine: engine, path: nil, configuration: configuration)
     }
 
     /// Opens the store in the database the host's `client` reaches, creating its tables (or
@@ -66,6 +85,22 @@ extension CountdownStore {
         client: PostgresClient, schema: String?, place: String, runner: ClientRunner?,
         configuration: Configuration, databaseClock: Bool
     ) async throws(CountdownError) {
+        let engine: PostgresEngine
+        do {
+            engine = try await Self.prepareEngine(
+                client: client, schema: schema, place: place, runner: runner, configuration: configuration,
+                databaseClock: databaseClock)
+        } catch {
+            throw CountdownError(storage: error, path: nil)
+        }
+        self.init(engine: engine, path: nil, configuration: configuration)
+    }
+
+    /// The engine on `client`, its schema brought up to date and its clocks started.
+    private static func prepareEngine(
+        client: PostgresClient, schema: String?, place: String, runner: ClientRunner?,
+        configuration: Configuration, databaseClock: Bool
+    ) async throws -> PostgresEngine {
         if let schema, schema.isEmpty || schema.utf8.count > 63 || schema.contains("\0") {
             throw CountdownError(
                 .invalidArgument, "invalid schema \(quoted(schema)): must be 1 to 63 bytes, without NUL")
@@ -77,16 +112,10 @@ extension CountdownStore {
             serverClock: ServerClockEstimate(), runner: runner, lockTimeout: configuration.leaseDuration,
             databaseClock: databaseClock)
         let first = ClockReading(configuration.clock)
-        do {
-            try await engine.transaction(writing: true) { tx in
-                try PostgresMigrator.prepare(tx, firstReading: first)
-            }
-        } catch let error as CountdownError {
-            throw error
-        } catch {
-            throw CountdownError(storage: error, path: nil)
+        try await engine.transaction(writing: true) { tx in
+            try PostgresMigrator.prepare(tx, firstReading: first)
         }
-        self.init(engine: engine, path: nil, configuration: configuration)
+        return engine
     }
 }
 

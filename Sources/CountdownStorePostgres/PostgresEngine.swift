@@ -103,6 +103,33 @@ struct PostgresEngine: StorageEngine {
 
     func checkpointLog() async throws -> Bool { true }
 
+    /// The server's version, the lease's term, and how far this host's clock is from the database's.
+    func details(clock: any StoreClock) async throws -> [EngineDetail] {
+        let schema = schema
+        return try await transaction(writing: false) { tx in
+            let before = clock.systemMilliseconds
+            let row = try tx.run(
+                """
+                SELECT current_setting('server_version'), (SELECT term FROM \(tx.engine.prefix)countdown_lease WHERE id = 1),
+                    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, current_schema()
+                """
+            ).rows.first?.makeRandomAccess()
+            let after = clock.systemMilliseconds
+            let version = try row?[0].decode(String.self) ?? "unknown"
+            let term = try row?[1].decode(Int64?.self)
+            let server = try row?[2].decode(Int64.self) ?? before
+            let offset = (before + after) / 2 - server
+            return [
+                EngineDetail(name: "server", value: "PostgreSQL \(version), \(tx.engine.place)"),
+                EngineDetail(name: "schema", value: try schema ?? row?[3].decode(String?.self) ?? "default"),
+                EngineDetail(name: "lease term", value: term.map { "\($0)" } ?? "none"),
+                EngineDetail(
+                    name: "host clock",
+                    value: "\(offset >= 0 ? "+" : "")\(offset) ms from the database's (±\(max(1, (after - before) / 2)) ms); the store counts by the database's"),
+            ]
+        }
+    }
+
     func close() throws {
         runner?.stop()
     }
@@ -177,7 +204,8 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
     func countdownError(place _: String) -> CountdownError {
         let where_ = " at \(place)"
         guard let psql = error as? PSQLError else {
-            return CountdownError(.storageFailure, "storage failure\(where_): \(error)", underlying: self)
+            // The pool's own failures: no connection could be made.
+            return CountdownError(.ioFailure, "could not reach the database\(where_): \(error)", underlying: self)
         }
         let message = psql.serverInfo?[.message] ?? "\(psql.code)"
         switch sqlState {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CountdownStore
+import CountdownStorePostgres
 import Foundation
 import Logging
 
@@ -12,7 +13,7 @@ let toolLogger: Logger = {
 
 /// Options every subcommand takes.
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The database file.", valueName: "path"))
+    @Option(name: .long, help: ArgumentHelp("The database file, or a PostgreSQL URL (postgres://USER@HOST:PORT/DB).", valueName: "path"))
     var db: String?
 
     /// `--db`, else `$COUNTDOWN_DB`, else `$XDG_DATA_HOME/countdown/<file>` (or `~/.local/share/...`).
@@ -31,9 +32,13 @@ struct GlobalOptions: ParsableArguments {
         return NSHomeDirectory()
     }
 
-    /// Opens the store, creating its folder (mode 0700) as needed.
-    func openStore(defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger) throws(CountdownError) -> CountdownStore {
+    /// Opens the store: in PostgreSQL for a `postgres://` URL, else in the file, creating its
+    /// folder (mode 0700) as needed.
+    func openStore(defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger) async throws(CountdownError) -> CountdownStore {
         let path = databasePath(defaultFile: defaultFile)
+        if path.hasPrefix("postgres://") || path.hasPrefix("postgresql://") {
+            return try await CountdownStore(postgresURL: path, configuration: .init(logger: logger))
+        }
         let folder = (path as NSString).deletingLastPathComponent
         if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {
             do {
@@ -61,7 +66,7 @@ func withStore<T>(
     _ options: GlobalOptions, defaultFile: String = "countdowns.sqlite",
     _ body: (CountdownStore) async throws -> T
 ) async throws -> T {
-    let store = try options.openStore(defaultFile: defaultFile)
+    let store = try await options.openStore(defaultFile: defaultFile)
     do {
         let result = try await body(store)
         try await store.close()

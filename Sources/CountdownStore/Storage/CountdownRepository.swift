@@ -166,6 +166,8 @@ package protocol StorageEngine: CountdownRepository {
     func checkpointLog() async throws -> Bool
     /// Closes what the store opened itself, after folding its log in; leaves a host's database open.
     func close() throws
+    /// What the engine adds to ``StoreDiagnostics`` (`clock`: this host's clock, to compare).
+    func details(clock: any StoreClock) async throws -> [EngineDetail]
     /// Whether only a live lease holder moves the checkpoint (writers of other instances leave
     /// the clock row alone while the lease is live, so they never queue on it): engines shared by
     /// hosts on several machines, whose clocks only the holder's boot clock measures.
@@ -176,6 +178,7 @@ package protocol StorageEngine: CountdownRepository {
 }
 
 extension StorageEngine {
+    package func details(clock: any StoreClock) async throws -> [EngineDetail] { [] }
     package var holderMovesCheckpoint: Bool { false }
     package func clockReading(_ local: ClockReading) -> ClockReading { local }
 }

@@ -13,13 +13,14 @@ extension CountdownCommand {
 
         func run() async throws {
             let path = global.databasePath()
-            guard FileManager.default.fileExists(atPath: path) else {
+            let remote = path.hasPrefix("postgres://") || path.hasPrefix("postgresql://")
+            guard remote || FileManager.default.fileExists(atPath: path) else {
                 report(problem: CountdownError(.notFound, "no database at '\(path)'"), path: path)
             }
             let store: CountdownStore
             do {
                 // Opening never overwrites: a damaged or foreign file is refused untouched.
-                store = try CountdownStore(path: path, configuration: .init(logger: toolLogger))
+                store = try await global.openStore()
             } catch {
                 report(problem: error, path: path)
             }
@@ -67,6 +68,9 @@ extension CountdownCommand {
                 "host           \(clock.suspended ? "suspended" : "not suspended")",
                 "lease          " + (clock.leaseHolder.map { "held by \($0) until \(StoreTime.iso8601(clock.leaseExpiresAt!))" } ?? "free (no ticker running)"),
             ]
+            for detail in report.engineDetails {
+                lines.append(detail.name.padding(toLength: 15, withPad: " ", startingAt: 0) + detail.value)
+            }
             lines.append("clock events   " + (report.recentClockEvents.isEmpty ? "none" : ""))
             for event in report.recentClockEvents {
                 lines.append("  \(StoreTime.iso8601(event.recordedAt))  \(event.kind.rawValue)  \(event.detail ?? "")")
@@ -100,6 +104,7 @@ extension CountdownCommand {
                     ("holder", .string(clock.leaseHolder)),
                     ("expires_at", .instant(clock.leaseExpiresAt)),
                 ])),
+                ("engine", .object(report.engineDetails.map { ($0.name, .string($0.value)) })),
                 ("clock_events", .array(report.recentClockEvents.map { event in
                     .object([
                         ("kind", .string(event.kind.rawValue)),

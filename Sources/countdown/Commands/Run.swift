@@ -21,7 +21,7 @@ extension CountdownCommand {
         @Option(help: "A shell command to run for each expiry.") var exec: String?
 
         func run() async throws {
-            let store = try global.openStore()
+            let store = try await global.openStore()
             let output = ExpiryOutput(store: store, group: group, consumer: consumer, command: exec)
             let ticker = CountdownTicker(store: store)
             // The ticker and the printer side by side; SIGINT or SIGTERM cancels both, the ticker
