@@ -12,8 +12,8 @@ extension CountdownStore {
     /// ```
     ///
     /// The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`; `?host=/run/postgresql`
-    /// reaches the server through the Unix socket in that folder instead, and `?sslmode=disable`
-    /// (or `prefer`, the default, or `require`) chooses TLS.
+    /// reaches the server through the Unix socket in that folder instead, `?sslmode=disable`
+    /// (or `prefer`, the default, or `require`) chooses TLS, and `?schema=NAME` stands for `schema`.
     ///
     /// - Parameters:
     ///   - url: the database's URL.
@@ -28,6 +28,7 @@ extension CountdownStore {
         postgresURL url: String, schema: String? = nil, configuration: Configuration = Configuration()
     ) async throws(CountdownError) {
         let target = try PostgresURL(url)
+        let schema = schema ?? target.schema
         var clientConfiguration = target.clientConfiguration
         clientConfiguration.options.additionalStartupParameters.append(
             ("idle_in_transaction_session_timeout", "\(max(1000, milliseconds(configuration.leaseDuration)))"))
@@ -130,6 +131,8 @@ struct PostgresURL: Sendable {
     var clientConfiguration: PostgresClient.Configuration
     /// The URL without its password, for messages.
     var redacted: String
+    /// `?schema=`.
+    var schema: String?
 
     init(_ text: String) throws(CountdownError) {
         let shown = Self.redact(text)
@@ -152,6 +155,8 @@ struct PostgresURL: Sendable {
             switch item.name {
             case "host":
                 socketFolder = item.value
+            case "schema":
+                schema = item.value
             case "sslmode":
                 switch item.value {
                 case "disable"?: tls = .disable
@@ -160,7 +165,7 @@ struct PostgresURL: Sendable {
                 default: throw invalid("unknown sslmode \(quoted(item.value ?? ""))")
                 }
             default:
-                throw invalid("unknown parameter \(quoted(item.name)) (known: host, sslmode)")
+                throw invalid("unknown parameter \(quoted(item.name)) (known: host, schema, sslmode)")
             }
         }
         if let socketFolder, socketFolder.hasPrefix("/") {

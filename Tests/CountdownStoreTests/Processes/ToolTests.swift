@@ -56,6 +56,26 @@ struct ToolTests {
     static let fields = ["key", "group", "kind", "policy", "state", "duration_ms", "elapsed_ms", "remaining_ms",
                          "started_at", "deadline_at", "expired_at", "generation", "payload"]
 
+    @Test("On PostgreSQL: every subcommand through a postgres:// URL, doctor's server lines, and bad URLs named")
+    func postgresURL() throws {
+        let server = try TestPostgres.shared()
+        let url = server.url + "?sslmode=disable&schema=" + PostgresFixtures.newSchema()
+        let started = try countdown(["--db", url, "start", "order-1", "15m", "--group", "payments", "--json"], database: false)
+        #expect(started.status == 0, "\(started.stderr)")
+        let shown = try countdown(["--db", url, "show", "order-1", "--json"], database: false)
+        #expect(shown.stdout.contains("\"key\":\"order-1\"") && shown.stdout.contains("\"state\":\"running\""))
+        let viaEnvironment = try countdown(["list"], database: false, environment: ["COUNTDOWN_DB": url])
+        #expect(viaEnvironment.stdout.contains("order-1"), "\(viaEnvironment.stderr)")
+        #expect(try countdown(["--db", url, "cancel", "order-1"], database: false).status == 0)
+        let doctor = try countdown(["--db", url, "doctor"], database: false)
+        #expect(doctor.status == 0, "\(doctor.stderr)")
+        for line in ["server         PostgreSQL", "lease term", "host clock"] {
+            #expect(doctor.stdout.contains(line), "doctor lacks \(line): \(doctor.stdout)")
+        }
+        let bad = try countdown(["--db", "postgres://user:secret@host/db?colour=red", "list"], database: false)
+        #expect(bad.status != 0 && bad.stderr.contains("'colour'") && !bad.stderr.contains("secret"), "\(bad.stderr)")
+    }
+
     @Test("show --json prints exactly the contract's fields, with ISO-8601 instants")
     func showJSONFields() throws {
         let started = try countdown(["start", "order-1042", "15m", "--group", "payments", "--payload", "{\"order\":1042}", "--json"])
