@@ -198,7 +198,7 @@ public final class CountdownStore: Sendable {
             lease.expiresAtMs > extrapolation.unflooredWall
         {
             // Another instance holds a live lease: it alone moves the checkpoint and records
-            // clock events (on its own boot clock), so writers never queue on the clock row.
+            // clock events, measured on its own boot clock; this write leaves the clock row as it is.
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
             return (now, expired)
         }

@@ -31,7 +31,7 @@ extension CountdownStore {
         let schema = schema ?? target.schema
         var clientConfiguration = target.clientConfiguration
         clientConfiguration.options.additionalStartupParameters.append(
-            ("idle_in_transaction_session_timeout", "\(max(1000, milliseconds(configuration.leaseDuration)))"))
+            ("idle_in_transaction_session_timeout", "\(max(1000, configuration.leaseDuration.milliseconds))"))
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
         let runner = ClientRunner(client)
         let place = quoted(target.redacted, limit: 200)
@@ -110,7 +110,7 @@ extension CountdownStore {
             client: client, prefix: schema.map { PostgresMigrator.quotedIdentifier($0) + "." } ?? "", schema: schema,
             place: place, logger: configuration.logger,
             bootScope: "\(configuration.clock.bootIdentity ?? "boot"):\(UUID().uuidString.prefix(8).lowercased())",
-            serverClock: ServerClockEstimate(), runner: runner, lockTimeout: configuration.leaseDuration,
+            serverClock: ServerClockEstimate(), runner: runner,
             databaseClock: databaseClock)
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
@@ -118,12 +118,6 @@ extension CountdownStore {
         }
         return engine
     }
-}
-
-/// `duration` in whole milliseconds.
-func milliseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    return seconds * 1000 + attoseconds / 1_000_000_000_000_000
 }
 
 /// A `postgres://` URL taken apart.
@@ -186,10 +180,5 @@ struct PostgresURL: Sendable {
         guard var components = URLComponents(string: text), components.password != nil else { return text }
         components.password = "***"
         return components.string ?? text
-    }
-
-    /// Whether `text` is a PostgreSQL URL rather than a file path.
-    static func isPostgresURL(_ text: String) -> Bool {
-        text.hasPrefix("postgres://") || text.hasPrefix("postgresql://")
     }
 }

@@ -29,8 +29,6 @@ struct PostgresEngine: StorageEngine {
     let serverClock: ServerClockEstimate
     /// The task running an owned client (`nil` for the host's client).
     let runner: ClientRunner?
-    /// How long a waiter for the lease's row lock may wait (the lease duration).
-    let lockTimeout: Duration
     /// Whether the server's clock is the store's system clock (always, but in tests on virtual time).
     let databaseClock: Bool
 

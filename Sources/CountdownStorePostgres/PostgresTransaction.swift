@@ -65,6 +65,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         payload, payload_bytes, updated_at_ms
         """
 
+    /// The columns an insert writes (the database numbers new rows) and their placeholders.
+    private static let insertColumns = itemColumns.replacingOccurrences(of: "id, key,", with: "key,")
+    private static let insertMarks = (1...19).map { "$\($0)" }.joined(separator: ", ")
+
     private var selectItems: String { "SELECT \(Self.itemColumns) FROM \(p)countdowns" }
 
     private static func item(_ row: PostgresRow) throws -> ItemRecord {
@@ -408,11 +412,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         if let retired = try retiredGeneration(key: item.key) {
             item.generation = max(item.generation, retired + 1)
         }
-        let columns = Self.itemColumns.replacingOccurrences(of: "id, key,", with: "key,")
-        let values = Array(Self.itemValues(item).dropFirst())
-        let marks = values.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
         let result = try run(
-            "INSERT INTO \(p)countdowns (\(columns)) VALUES (\(marks)) ON CONFLICT (key) DO NOTHING RETURNING id", values)
+            "INSERT INTO \(p)countdowns (\(Self.insertColumns)) VALUES (\(Self.insertMarks)) ON CONFLICT (key) DO NOTHING RETURNING id",
+            Array(Self.itemValues(item).dropFirst()))
         guard let id = try result.rows.first?.decode(Int64.self) else { return false }
         item.id = id
         return true

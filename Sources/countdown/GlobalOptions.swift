@@ -36,7 +36,7 @@ struct GlobalOptions: ParsableArguments {
     /// folder (mode 0700) as needed.
     func openStore(defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger) async throws(CountdownError) -> CountdownStore {
         let path = databasePath(defaultFile: defaultFile)
-        if path.hasPrefix("postgres://") || path.hasPrefix("postgresql://") {
+        if isPostgresURL(path) {
             return try await CountdownStore(postgresURL: path, configuration: .init(logger: logger))
         }
         let folder = (path as NSString).deletingLastPathComponent
@@ -50,6 +50,11 @@ struct GlobalOptions: ParsableArguments {
         }
         return try CountdownStore(path: path, configuration: .init(logger: logger))
     }
+}
+
+/// Whether `--db` names a PostgreSQL database (a `postgres://` URL) rather than a file.
+func isPostgresURL(_ path: String) -> Bool {
+    path.hasPrefix("postgres://") || path.hasPrefix("postgresql://")
 }
 
 /// `--json`.

@@ -133,7 +133,7 @@ public final class VirtualClock: StoreClock, BootAlarms, @unchecked Sendable {
 
 extension Duration {
     /// Whole milliseconds, rounded towards negative infinity (saturating at the bounds of `Int64`).
-    var milliseconds: Int64 {
+    package var milliseconds: Int64 {
         let (seconds, attoseconds) = components
         let (product, overflow) = seconds.multipliedReportingOverflow(by: 1000)
         if overflow { return seconds < 0 ? .min : .max }

@@ -13,8 +13,7 @@ extension CountdownCommand {
 
         func run() async throws {
             let path = global.databasePath()
-            let remote = path.hasPrefix("postgres://") || path.hasPrefix("postgresql://")
-            guard remote || FileManager.default.fileExists(atPath: path) else {
+            guard isPostgresURL(path) || FileManager.default.fileExists(atPath: path) else {
                 report(problem: CountdownError(.notFound, "no database at '\(path)'"), path: path)
             }
             let store: CountdownStore
