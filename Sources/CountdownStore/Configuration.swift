@@ -22,6 +22,11 @@ extension CountdownStore {
         /// too with ``Durability/full``. Default: ``Durability/normal``. Applies to a store that
         /// opens its own file; a host's database keeps the host's settings.
         public var durability: Durability
+        /// How long a reader of a named consumer keeps the events it was given before another
+        /// reader of that consumer may have them, unless it acknowledges them first (each
+        /// acknowledgement renews the claim). After a crash, what the dead reader had not
+        /// acknowledged is delivered again this long after its last acknowledgement. Default: 30 s.
+        public var claimTimeout: Duration
         /// Where the store logs. Default: a logger labelled `CountdownStore`.
         public var logger: Logger
 
@@ -33,6 +38,7 @@ extension CountdownStore {
             clockEditTolerance: Duration = .seconds(1),
             busyTimeout: Duration = .seconds(10),
             durability: Durability = .normal,
+            claimTimeout: Duration = .seconds(30),
             logger: Logger = Logger(label: "CountdownStore")
         ) {
             self.clock = clock
@@ -41,6 +47,7 @@ extension CountdownStore {
             self.clockEditTolerance = clockEditTolerance
             self.busyTimeout = busyTimeout
             self.durability = durability
+            self.claimTimeout = claimTimeout
             self.logger = logger
         }
     }

@@ -24,6 +24,8 @@ public final class CountdownStore: Sendable {
 
     /// The database engine: every read and write of the store goes through it.
     package let engine: any StorageEngine
+    /// The operations under way on the engine: closing refuses new ones and waits for these.
+    let using = EngineUse()
     /// Bumped after every committed write of this instance that changed items or events.
     let changes = ChangeSignal()
     private let state = Locked(MemoryState())
@@ -39,6 +41,10 @@ public final class CountdownStore: Sendable {
         var lastCheckpoint: Checkpoint?
         var lastLeaseExpiry: Int64 = 0
         var closed = false
+        /// The named consumers this instance's readers have claimed events of.
+        var claimedConsumers: Set<String> = []
+        /// How many readers of named consumers this instance has started.
+        var readers = 0
     }
 
     /// A store on `engine`, whose database is already migrated and has its clock row.
@@ -48,6 +54,25 @@ public final class CountdownStore: Sendable {
         self.configuration = configuration
         self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
+    }
+
+    /// A name for a new reader of a named consumer: this instance's, and a number.
+    func newReaderName() -> String {
+        let number = state.withLock { memory in
+            memory.readers += 1
+            return memory.readers
+        }
+        return "\(instanceID):\(number)"
+    }
+
+    /// Remembers that a reader of this instance claims events of the consumer `name`.
+    func noteClaims(of name: String) {
+        _ = state.withLock { $0.claimedConsumers.insert(name) }
+    }
+
+    /// The consumers readers of this instance have claimed events of, by name.
+    func claimedConsumers() -> [String] {
+        state.withLock { $0.claimedConsumers }.sorted()
     }
 
     // MARK: - Transactions with the clocks moved to now
@@ -74,7 +99,7 @@ public final class CountdownStore: Sendable {
         _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
     ) async throws(CountdownError) -> T {
         let outcome: (result: Result<T, CountdownError>, expired: Bool) = try await translatingErrors(path: path) {
-            try await engine.write { tx in
+            try await using.run { try await engine.write { tx in
                 let (now, expired) = try self.advanceClocks(tx)
                 guard !expired.isEmpty else { return (.success(try body(tx, now, expired)), false) }
                 do {
@@ -82,7 +107,7 @@ public final class CountdownStore: Sendable {
                 } catch let refusal as CountdownError {
                     return (.failure(refusal), true)
                 }
-            }
+            } }
         }
         if notifies || outcome.expired { changes.bump() }
         return try outcome.result.get()
@@ -127,11 +152,13 @@ public final class CountdownStore: Sendable {
         _ body: @escaping @Sendable (any RepositoryReading, Now, SoonestDeadlines) throws -> T
     ) async throws(CountdownError) -> T {
         try await translatingErrors(path: path) {
-            try await engine.read { tx in
-                let (extrapolation, checkpoint, lease, soonest, _) = try self.extrapolate(tx)
-                self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
-                let now = Now(self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
-                return try body(tx, now, soonest)
+            try await using.run {
+                try await engine.read { tx in
+                    let (extrapolation, checkpoint, lease, soonest, _) = try self.extrapolate(tx)
+                    self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+                    let now = Now(self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
+                    return try body(tx, now, soonest)
+                }
             }
         }
     }
@@ -156,7 +183,7 @@ public final class CountdownStore: Sendable {
     func nextDueBoot() async throws(CountdownError) -> Int64? {
         let clock = configuration.clock
         return try await translatingErrors(path: path) {
-            try await engine.read { tx in
+            try await using.run { try await engine.read { tx in
                 let (extrapolation, checkpoint, lease, soonest, reading) = try self.extrapolate(tx, at: ClockReading(clock))
                 self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
                 let time = self.raiseFloor(extrapolation.time)
@@ -165,13 +192,13 @@ public final class CountdownStore: Sendable {
                 return policies.compactMap { policy in
                     soonest[policy].map { reading.boot + max(0, $0 - time.timeline(policy)) }
                 }.min()
-            }
+            } }
         }
     }
 
     /// A number that changes whenever another connection (another process) commits.
     func foreignChangeToken() async throws(CountdownError) -> Int {
-        try await translatingErrors(path: path) { try await engine.foreignChangeToken() }
+        try await translatingErrors(path: path) { try await using.run { try await engine.foreignChangeToken() } }
     }
 
     /// `time`, raised so that this instance never hands out a clock reading below an earlier one.
@@ -404,7 +431,9 @@ public final class CountdownStore: Sendable {
     /// ``checkpointWAL()`` on a database the host shares with it.
     public func close() async throws(CountdownError) {
         guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
+        try await releaseClaims()
         try await releaseLease()
+        await using.closeAndDrain()
         try translatingErrorsNow(path: path) { try engine.close() }
     }
 }

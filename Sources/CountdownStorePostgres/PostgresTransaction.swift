@@ -355,7 +355,23 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func consumerCursor(_ name: String) throws -> Int64? {
-        try run("SELECT last_event_id FROM \(p)countdown_consumers WHERE name = $1", [.text(name)]).rows.first?.decode(Int64.self)
+        try run(
+            "SELECT last_event_id FROM \(p)countdown_consumers WHERE name = $1" + (writing ? " FOR UPDATE" : ""),
+            [.text(name)]
+        ).rows.first?.decode(Int64.self)
+    }
+
+    func consumerClaims(_ name: String) throws -> [ConsumerClaim] {
+        try run(
+            """
+            SELECT first_event_id, last_event_id, acked_through, claimant, claimed_until_ms
+            FROM \(p)countdown_consumer_claims WHERE consumer = $1 ORDER BY first_event_id
+            """, [.text(name)]
+        ).rows.map { row in
+            let (first, last, acked, claimant, until) = try row.decode((Int64, Int64, Int64, String, Int64).self)
+            return ConsumerClaim(
+                consumer: name, firstID: first, lastID: last, ackedThrough: acked, claimant: claimant, claimedUntilMs: until)
+        }
     }
 
     // MARK: Writing
@@ -464,6 +480,25 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             INSERT INTO \(p)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3)
             ON CONFLICT (name) DO UPDATE SET last_event_id = greatest(countdown_consumers.last_event_id, $2), updated_at_ms = $3
             """, [.text(name), .int(id), .int(wallMs)])
+    }
+
+    func save(_ claim: ConsumerClaim) throws {
+        try run(
+            """
+            INSERT INTO \(p)countdown_consumer_claims
+                (consumer, first_event_id, last_event_id, acked_through, claimant, claimed_until_ms)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (consumer, first_event_id) DO UPDATE SET last_event_id = $3, acked_through = $4,
+                claimant = $5, claimed_until_ms = $6
+            """,
+            [.text(claim.consumer), .int(claim.firstID), .int(claim.lastID), .int(claim.ackedThrough),
+             .text(claim.claimant), .int(claim.claimedUntilMs)])
+    }
+
+    func deleteClaims(_ consumer: String, through id: Int64) throws {
+        try run(
+            "DELETE FROM \(p)countdown_consumer_claims WHERE consumer = $1 AND last_event_id <= $2",
+            [.text(consumer), .int(id)])
     }
 
     func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64) throws -> Int {

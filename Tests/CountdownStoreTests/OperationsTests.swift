@@ -191,3 +191,21 @@ struct OperationsTests {
         #expect(try await store.start("otp", duration: .seconds(30)).generation == 3)
     }
 }
+
+@Suite("Closing")
+struct ClosingTests {
+    @Test("A closed store refuses every operation with a clear error instead of touching a closed database", arguments: TestEngine.all)
+    func closedStoreRefusesOperations(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let store = try await fixture.open()
+        try await store.start("otp", duration: .seconds(30))
+        try await store.close()
+        let refused = await #expect(throws: CountdownError.self) { try await store.countdown("otp") }
+        #expect(refused?.code == .wrongState && refused?.message == "the store is closed")
+        await expectError(.wrongState) { try await store.start("other", duration: .seconds(1)) }
+        let reopened = try await fixture.open()
+        #expect(try await reopened.countdown("otp")?.state == .running)
+        #expect(try await reopened.countdown("other") == nil, "the refused start wrote nothing")
+        try await reopened.close()
+    }
+}

@@ -3,7 +3,10 @@ import Foundation
 /// An endless, ordered sequence of a store's events, read from its `countdown_events` table.
 ///
 /// It waits for new events after a write of the same store instance (at once) or of another
-/// process (noticed within 250 ms), and ends when the consuming task is cancelled.
+/// process (noticed within 250 ms, or at once where the engine sends notifications), and ends
+/// when the consuming task is cancelled. Each iteration of a named consumer's events is one
+/// reader of that consumer: readers in other tasks, processes or hosts share its events (see
+/// ``EventConsumer``).
 /// An expiry whose item has since moved to a newer generation (restart, extend, shorten,
 /// replace) is never delivered.
 public struct CountdownEvents: AsyncSequence, Sendable {
@@ -12,12 +15,41 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 
     let store: CountdownStore
     let filter: EventFilter
-    /// Delivery begins after the event with this id.
+    /// Delivery begins after the event with this id (live events).
     let after: Int64
+    /// The named consumer whose events these are: they are taken by claims.
+    let consumer: String?
 
-    /// Creates the iterator.
+    /// Creates the iterator: for a named consumer, a reader of its own.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(store: store, filter: filter, after: after)
+        Iterator(store: store, filter: filter, after: after, consumer: consumer.map { Reader(store: store, consumer: $0) })
+    }
+
+    /// A reader of a named consumer. When its iterator goes away (the loop ended: it finished,
+    /// threw or broke off), what it claimed and did not acknowledge goes to other readers at once.
+    final class Reader: Sendable {
+        let store: CountdownStore
+        let consumer: String
+        let name: String
+        private let released = Locked(false)
+
+        init(store: CountdownStore, consumer: String) {
+            self.store = store
+            self.consumer = consumer
+            name = store.newReaderName()
+        }
+
+        /// Releases the claims now, waiting for it.
+        func release() async {
+            released.withLock { $0 = true }
+            try? await store.releaseClaims(consumer: consumer, reader: name)
+        }
+
+        deinit {
+            let (store, consumer, name) = (store, consumer, name)
+            guard !released.withLock({ $0 }), store.claimedConsumers().contains(consumer) else { return }
+            Task { try? await store.releaseClaims(consumer: consumer, reader: name) }
+        }
     }
 
     /// Reads events in batches and waits for more when it has delivered them all.
@@ -27,11 +59,14 @@ public struct CountdownEvents: AsyncSequence, Sendable {
         var after: Int64
         var buffer: [CountdownEvent] = []
         var bufferIndex = 0
+        /// The reader of a named consumer this iterator is.
+        let consumer: Reader?
 
-        init(store: CountdownStore, filter: EventFilter, after: Int64) {
+        init(store: CountdownStore, filter: EventFilter, after: Int64, consumer: Reader?) {
             self.store = store
             self.filter = filter
             self.after = after
+            self.consumer = consumer
         }
 
         /// The next event, waiting for it as long as needed; `nil` once the task is cancelled.
@@ -44,19 +79,32 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                     return buffer[bufferIndex]
                 }
                 let version = store.changes.version
-                let (events, last) = try await store.deliverableEvents(after: after, filter: filter, limit: 256)
-                after = last
-                buffer = events
+                var wait: Bool
+                if let consumer {
+                    let claimed = try await store.claimEvents(consumer: consumer.consumer, claimant: consumer.name, filter: filter)
+                    buffer = claimed ?? []
+                    wait = claimed == nil
+                } else {
+                    let (events, last) = try await store.deliverableEvents(after: after, filter: filter, limit: 256)
+                    after = last
+                    buffer = events
+                    wait = events.isEmpty
+                }
                 bufferIndex = 0
-                if buffer.isEmpty {
+                if wait {
                     do {
                         let clock = store.configuration.clock
                         try await store.changes.wait(
                             after: version, orUntilBoot: clock.bootMilliseconds + 250, on: clock)
                     } catch {
-                        return nil
+                        break
                     }
                 }
+            }
+            if let consumer {
+                // What this reader claimed and did not acknowledge goes to the other readers now
+                // (in a task of its own: this one is cancelled).
+                await Task { await consumer.release() }.value
             }
             return nil
         }
@@ -75,6 +123,23 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 /// ```
 ///
 /// An event is delivered again only if the process stops before acknowledging it.
+///
+/// ## Several readers
+///
+/// A consumer may have several readers at once: each iteration of ``events(_:)``, in this
+/// process or in others on the same database (tasks, processes on one SQLite file, hosts on one
+/// PostgreSQL database). Each event goes to one of them. A reader takes a claim on the next
+/// events (up to 64 at a time) and has them to itself until it acknowledges them, renewing its
+/// claim with each acknowledgement; what it has not acknowledged goes to another reader when it
+/// stops iterating (at once) or dies (after ``CountdownStore/Configuration/claimTimeout``), so
+/// every event is handled at least once across the readers, and twice only when a reader died
+/// or stalled before acknowledging it.
+///
+/// Order then holds within what each reader is given, not across readers: two readers handle
+/// their claims side by side, and an event taken over from a dead reader comes after later
+/// ones. Readers of one consumer should use the same filter. The cursor
+/// (``acknowledgedThrough()``) moves past an event once it and every event before it are
+/// acknowledged, whoever had them.
 public struct EventConsumer: Sendable {
     /// The consumer's name: its identity in the `countdown_consumers` table.
     public let name: String
@@ -83,21 +148,19 @@ public struct EventConsumer: Sendable {
     /// The events after the last acknowledged one, then every new one, matching `filter`.
     public func events(_ filter: EventFilter = .all) async throws(CountdownError) -> CountdownEvents {
         let filter = try filter.validated()
-        let cursor = try await acknowledgedThrough()
-        return CountdownEvents(store: store, filter: filter, after: cursor)
+        return CountdownEvents(store: store, filter: filter, after: 0, consumer: name)
     }
 
-    /// Records that `event` and every event before it have been handled.
+    /// Records that `event`, and every event given to the same reader before it, has been
+    /// handled, and renews that reader's claim. The cursor never moves back.
     public func acknowledge(_ event: CountdownEvent) async throws(CountdownError) {
-        try await acknowledge(through: event.id)
+        try await store.acknowledge(consumer: name, eventID: event.id, through: false)
     }
 
-    /// Records that every event up to `id` has been handled. The cursor never moves back.
+    /// Records that every event up to `id` has been handled, whichever reader was given it. The
+    /// cursor never moves back.
     public func acknowledge(through id: Int64) async throws(CountdownError) {
-        let name = name
-        try await store.writing(notifies: false) { tx, time in
-            try tx.advanceConsumer(name, to: id, at: time.wall)
-        }
+        try await store.acknowledge(consumer: name, eventID: id, through: true)
     }
 
     /// The id of the last event acknowledged (0 when none).
@@ -113,7 +176,7 @@ extension CountdownStore {
     /// ``consumer(_:startingAt:)`` for that).
     public func events(_ filter: EventFilter = .all) async throws(CountdownError) -> CountdownEvents {
         let filter = try filter.validated()
-        return CountdownEvents(store: self, filter: filter, after: try await lastEventID())
+        return CountdownEvents(store: self, filter: filter, after: try await lastEventID(), consumer: nil)
     }
 
     /// Where a new named consumer starts reading.
@@ -154,19 +217,7 @@ extension CountdownStore {
     ) async throws(CountdownError) -> ([CountdownEvent], Int64) {
         try await reading { tx, _ in
             let records = try tx.events(afterID: id, limit: limit)
-            var generations: [String: Int64?] = [:]
-            let deliverable = try records.filter { record in
-                guard filter.matches(record) else { return false }
-                guard record.kind == EventKind.expired.rawValue, let key = record.key, let generation = record.generation
-                else { return true }
-                if generations[key] == nil {
-                    generations[key] = .some(try tx.item(key: key)?.generation ?? tx.retiredGeneration(key: key))
-                }
-                // Superseded when the key has moved on to a newer generation (a removal is not one).
-                let current = generations[key] ?? nil
-                return current.map { $0 <= generation } ?? true
-            }
-            return (deliverable.map(CountdownEvent.init), records.last?.id ?? id)
+            return (try Self.deliverable(records, filter: filter, tx), records.last?.id ?? id)
         }
     }
 }

@@ -415,6 +415,19 @@ struct SQLiteTransaction: RepositoryWriting {
         try db.first("SELECT last_event_id FROM countdown_consumers WHERE name = ?", bind: { $0.add(name) }) { try $0.int(0) }
     }
 
+    func consumerClaims(_ name: String) throws -> [ConsumerClaim] {
+        try db.all(
+            """
+            SELECT first_event_id, last_event_id, acked_through, claimant, claimed_until_ms
+            FROM countdown_consumer_claims WHERE consumer = ? ORDER BY first_event_id
+            """, bind: { $0.add(name) }
+        ) { columns in
+            ConsumerClaim(
+                consumer: name, firstID: try columns.int(0), lastID: try columns.int(1), ackedThrough: try columns.int(2),
+                claimant: try columns.text(3), claimedUntilMs: try columns.int(4))
+        }
+    }
+
     // MARK: Writing
 
     func savepoint<T>(_ body: () throws -> T) throws -> T {
@@ -524,6 +537,30 @@ struct SQLiteTransaction: RepositoryWriting {
             values.add(name)
             values.add(id)
             values.add(wallMs)
+        }
+    }
+
+    func save(_ claim: ConsumerClaim) throws {
+        try db.run(
+            """
+            INSERT OR REPLACE INTO countdown_consumer_claims
+                (consumer, first_event_id, last_event_id, acked_through, claimant, claimed_until_ms)
+            VALUES (?, ?, ?, ?, ?, ?)
+            """
+        ) { values in
+            values.add(claim.consumer)
+            values.add(claim.firstID)
+            values.add(claim.lastID)
+            values.add(claim.ackedThrough)
+            values.add(claim.claimant)
+            values.add(claim.claimedUntilMs)
+        }
+    }
+
+    func deleteClaims(_ consumer: String, through id: Int64) throws {
+        try db.run("DELETE FROM countdown_consumer_claims WHERE consumer = ? AND last_event_id <= ?") { values in
+            values.add(consumer)
+            values.add(id)
         }
     }
 

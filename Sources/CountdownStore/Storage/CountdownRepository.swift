@@ -57,6 +57,31 @@ package struct CountRow: Sendable, Hashable {
     }
 }
 
+/// A range of events a reader of a named consumer has taken: its row in `countdown_consumer_claims`.
+package struct ConsumerClaim: Sendable, Hashable {
+    package var consumer: String
+    package var firstID: Int64
+    package var lastID: Int64
+    /// Acknowledged up to this event id (`firstID - 1`: none yet).
+    package var ackedThrough: Int64
+    package var claimant: String
+    /// The store wall clock at which another reader may take the claim over.
+    package var claimedUntilMs: Int64
+
+    /// Whether every event of the range is acknowledged.
+    package var complete: Bool { ackedThrough >= lastID }
+
+    /// A value with every field given.
+    package init(consumer: String, firstID: Int64, lastID: Int64, ackedThrough: Int64, claimant: String, claimedUntilMs: Int64) {
+        self.consumer = consumer
+        self.firstID = firstID
+        self.lastID = lastID
+        self.ackedThrough = ackedThrough
+        self.claimant = claimant
+        self.claimedUntilMs = claimedUntilMs
+    }
+}
+
 /// Reads inside one transaction. The store's logic is written against this protocol;
 /// ``SQLiteRepository`` implements it on GRDB.
 package protocol RepositoryReading {
@@ -96,7 +121,11 @@ package protocol RepositoryReading {
     func items(keys: [String]) throws -> [ItemRecord]
     /// Running and paused items, of one group or of all.
     func activeItems(group: String?, limit: Int) throws -> [ItemRecord]
+    /// The consumer's cursor; in a write transaction, its row stays locked until the end, so
+    /// that readers of one consumer take their claims one after another.
     func consumerCursor(_ name: String) throws -> Int64?
+    /// The claims of a consumer, by first event id.
+    func consumerClaims(_ name: String) throws -> [ConsumerClaim]
     /// `local`, a reading of this host's clock taken for this transaction, as the store's time
     /// model must see it: SQLite keeps it as it is; an engine whose database has a clock of its
     /// own puts that clock in place of the system clock, read in the same round trip as ``clocks()``.
@@ -124,6 +153,10 @@ package protocol RepositoryWriting: RepositoryReading {
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws
     /// Moves a consumer's cursor forward to `id` (never back).
     func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws
+    /// Inserts or replaces a claim (by consumer and first event id).
+    func save(_ claim: ConsumerClaim) throws
+    /// Deletes a consumer's claims whose last event id is at most `id`.
+    func deleteClaims(_ consumer: String, through id: Int64) throws
     /// Deletes expired and cancelled items that ended before `cutoffMs`, keeping each key's last
     /// generation in `countdown_retired_keys` as `delete` does; returns how many.
     func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64) throws -> Int

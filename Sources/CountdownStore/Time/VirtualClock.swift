@@ -54,6 +54,10 @@ public final class VirtualClock: StoreClock, BootAlarms, @unchecked Sendable {
         woken.forEach { $0() }
     }
 
+    /// How many sleepers and alarms wait for the boot clock to move: for tests that must know a
+    /// task is waiting before they move it.
+    var sleeperCount: Int { lock.withLock { sleepers.count } }
+
     /// Suspends until ``advance(by:)`` moves the boot clock to `deadline`.
     public func sleep(untilBootMilliseconds deadline: Int64) async throws {
         let id = lock.withLock {

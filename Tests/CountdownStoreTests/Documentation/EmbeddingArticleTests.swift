@@ -562,7 +562,7 @@ struct EmbeddingArticleTests {
             }
             #expect(
                 names == [
-                    "table countdown_clock", "table countdown_consumers", "table countdown_events", "table countdown_lease",
+                    "table countdown_clock", "table countdown_consumer_claims", "table countdown_consumers", "table countdown_events", "table countdown_lease",
                     "table countdown_migrations", "table countdown_retired_keys", "table countdowns", "table grdb_migrations",
                     "table user", "view active_countdowns", "view countdown_figures", "view countdown_now",
                     "view expired_countdowns",
@@ -576,7 +576,7 @@ struct EmbeddingArticleTests {
         // Opened again: nothing to migrate; the countdown is still there.
         let (dbPool, countdowns) = try openAppDatabase(at: path)
         let migrations = try await dbPool.read { db in try String.fetchAll(db, sql: "SELECT name FROM countdown_migrations") }
-        #expect(migrations == ["0001_core_tables.sql", "0002_views.sql", "0003_listing_indexes.sql", "0004_expiry_at_query_time.sql"])
+        #expect(migrations == ["0001_core_tables.sql", "0002_views.sql", "0003_listing_indexes.sql", "0004_expiry_at_query_time.sql", "0005_consumer_claims.sql"])
         #expect(try await countdowns.countdown("user-1-resend-code")?.state == .running)
         try await countdowns.close()
         try dbPool.close()

@@ -34,7 +34,12 @@ struct DeliveryTests {
         }
         let store = try await fixture.open()
         let mailer = try await store.consumer("mailer")
-        let again = try await take(3, from: try await mailer.events(.expiries))
+        let events = try await mailer.events(.expiries)
+        let reader = Task { try await take(3, from: events) }
+        // The first reader ended its loop, so its claim was released; had its process died, the
+        // claim would have run out by now.
+        fixture.clock.advance(by: fixture.configuration.claimTimeout)
+        let again = try await reader.value
         #expect(again.map(\.key) == ["b", "c", "d"], "b once more (unacknowledged), then the rest, in order")
         try await mailer.acknowledge(again[2])
         #expect(try await mailer.acknowledgedThrough() == again[2].id)
@@ -109,6 +114,74 @@ struct DeliveryTests {
         let expiry = try #require(try await iterator.next())
         #expect(expiry.generation == 3, "generation 1 was superseded before its key was removed")
         try await running.stop()
+    }
+
+    @Test("Readers of one consumer share its events: each goes to one reader, and a stopped reader's unacknowledged ones to another at once", arguments: TestEngine.all)
+    func readersShareAConsumer(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let hostA = try await fixture.open()
+        let hostB = try await fixture.open()  // another instance on the same database: another host
+        for index in 1...6 { try await hostA.start("first-\(index)", duration: .seconds(Int64(index))) }
+        try await run(hostA, fixture.clock, for: .seconds(7))
+
+        let mailerA = try await hostA.consumer("mailer")
+        var readerA = try await mailerA.events(.expiries).makeAsyncIterator()
+        var handledByA: [String] = []
+        for _ in 1...2 {
+            let event = try #require(try await readerA.next())
+            handledByA.append(event.key ?? "")
+            try await mailerA.acknowledge(event)
+        }
+        #expect(handledByA == ["first-1", "first-2"])
+
+        // A second reader, while A holds its claim on the first six: it gets only new events.
+        for index in 1...3 { try await hostB.start("second-\(index)", duration: .seconds(Int64(index))) }
+        try await run(hostB, fixture.clock, for: .seconds(4))
+        let mailerB = try await hostB.consumer("mailer")
+        let readerB = try await mailerB.events(.expiries)
+        let second = try await take(3, from: readerB)
+        #expect(second.map(\.key) == ["second-1", "second-2", "second-3"])
+        for event in second { try await mailerB.acknowledge(event) }
+        #expect(try await mailerB.acknowledgedThrough() < second[2].id, "A's claim is not acknowledged in full")
+
+        // A stops reading (its task is cancelled): B gets A's four unacknowledged events at once.
+        let stopped = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await readerA.next()
+        }
+        #expect(try await stopped.value == nil)
+        let rest = try await take(4, from: readerB)
+        #expect(rest.map(\.key) == ["first-3", "first-4", "first-5", "first-6"])
+        for event in rest { try await mailerB.acknowledge(event) }
+        #expect(try await mailerA.acknowledgedThrough() == second[2].id, "every event acknowledged, once")
+    }
+
+    @Test("A reader that dies keeps its unacknowledged events until its claim runs out; then another reader gets them, and only them, again", arguments: TestEngine.all)
+    func deadReadersEventsGoToAnother(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let hostA = try await fixture.open()
+        for index in 1...5 { try await hostA.start("item-\(index)", duration: .seconds(Int64(index))) }
+        try await run(hostA, fixture.clock, for: .seconds(6))
+        let mailerA = try await hostA.consumer("mailer")
+        var readerA = try await mailerA.events(.expiries).makeAsyncIterator()
+        let handled = try #require(try await readerA.next())
+        try await mailerA.acknowledge(handled)
+        let cutOff = try #require(try await readerA.next())  // handled; its acknowledgement never made
+        #expect([handled.key, cutOff.key] == ["item-1", "item-2"])
+        // Host A dies here: it neither acknowledges nor stops reading.
+
+        let hostB = try await fixture.open()
+        let mailerB = try await hostB.consumer("mailer")
+        let readerB = Task { try await take(4, from: try await mailerB.events(.expiries)) }
+        try await eventually("host B's reader waits") { fixture.clock.sleeperCount > 0 }
+        #expect(try await mailerB.acknowledgedThrough() == handled.id)
+        fixture.clock.advance(by: fixture.configuration.claimTimeout - .milliseconds(1))
+        fixture.clock.advance(by: .milliseconds(1))
+        let taken = try await readerB.value
+        #expect(taken.map(\.key) == ["item-2", "item-3", "item-4", "item-5"], "the cut-off one again, then the rest")
+        try await mailerB.acknowledge(taken[3])
+        #expect(try await mailerB.acknowledgedThrough() == taken[3].id)
+        withExtendedLifetime(readerA) {}  // host A's reader never ended
     }
 
     @Test("Consumer names follow the key rules", arguments: TestEngine.all)

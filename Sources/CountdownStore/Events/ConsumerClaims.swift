@@ -1,0 +1,154 @@
+import Foundation
+
+// A named consumer may have several readers: tasks of one process, processes on one SQLite file,
+// hosts on one PostgreSQL database. Each reader takes a claim on the next range of events (its
+// row in `countdown_consumer_claims`), so each event goes to one reader. An acknowledgement marks
+// the claim handled up to that event and renews it; a claim that runs out (its reader died, or
+// is stuck for longer than `claimTimeout`) goes, from its first unacknowledged event, to the next
+// reader that asks. The consumer's cursor moves past every range acknowledged in full, up to the
+// first one that is not.
+
+extension CountdownStore {
+    /// How many events a reader claims at a time, at most.
+    static let claimBatch = 64
+
+    /// The next events for the reader `claimant` of the consumer `name`: the unacknowledged rest
+    /// of a claim that ran out, or else a new claim on the events after every other claim.
+    /// `nil` when there is nothing to claim (the reader waits); an empty array when the claimed
+    /// range held nothing `filter` lets through (the reader asks again at once).
+    func claimEvents(
+        consumer name: String, claimant: String, filter: EventFilter
+    ) async throws(CountdownError) -> [CountdownEvent]? {
+        // A read first, so that an idle reader polls without writing.
+        let claimable = try await reading { tx, now in
+            let claims = try tx.consumerClaims(name)
+            if claims.contains(where: { !$0.complete && $0.claimedUntilMs <= now.wall }) { return true }
+            return try tx.lastEventID() > Self.claimedThrough(claims, cursor: try tx.consumerCursor(name) ?? 0)
+        }
+        guard claimable else { return nil }
+        noteClaims(of: name)
+        let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
+        return try await writing(notifies: false) { tx, now in
+            // The consumer's row, locked: readers of one consumer claim one after another.
+            guard let cursor = try tx.consumerCursor(name) else { return nil }
+            var claims = try tx.consumerClaims(name)
+            let records: [EventRecord]
+            let index: Int
+            if let lapsed = claims.firstIndex(where: { !$0.complete && $0.claimedUntilMs <= now.wall }) {
+                // Its reader died or is stuck: the rest of its range goes to this one.
+                index = lapsed
+                let claim = claims[index]
+                records = try tx.events(afterID: claim.ackedThrough, limit: Int(claim.lastID - claim.ackedThrough))
+                    .filter { ($0.id ?? 0) <= claim.lastID }
+            } else {
+                let after = Self.claimedThrough(claims, cursor: cursor)
+                records = try tx.events(afterID: after, limit: Self.claimBatch)
+                guard let last = records.last?.id else { return nil }
+                claims.append(
+                    ConsumerClaim(consumer: name, firstID: after + 1, lastID: last, ackedThrough: after, claimant: claimant, claimedUntilMs: 0))
+                index = claims.count - 1
+            }
+            let events = try Self.deliverable(records, filter: filter, tx)
+            claims[index].claimant = claimant
+            claims[index].claimedUntilMs = now.wall + timeoutMs
+            if let last = events.last, claims[index].lastID > last.id {
+                // The range ends at its last event for a reader: the rest is left for the next
+                // claim, or, behind a lapsed claim, handled (nothing there for a reader).
+                if index < claims.count - 1 {
+                    try tx.save(
+                        ConsumerClaim(
+                            consumer: name, firstID: last.id + 1, lastID: claims[index].lastID,
+                            ackedThrough: claims[index].lastID, claimant: claimant, claimedUntilMs: now.wall))
+                }
+                claims[index].lastID = last.id
+            } else if events.isEmpty {
+                claims[index].ackedThrough = claims[index].lastID  // nothing for a reader: handled
+            }
+            try tx.save(claims[index])
+            try Self.moveCursor(name, try tx.consumerClaims(name), stored: cursor, atLeast: cursor, tx, now)
+            return events
+        }
+    }
+
+    /// Records that the reader handled the events of its claim up to `id`; with `through`, that
+    /// every event up to `id` was handled, whoever claimed it. An event outside every claim
+    /// counts as `through`.
+    func acknowledge(consumer name: String, eventID id: Int64, through: Bool) async throws(CountdownError) {
+        let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
+        try await writing(notifies: false) { tx, now in
+            let cursor = try tx.consumerCursor(name) ?? 0
+            var claims = try tx.consumerClaims(name)
+            let owner = claims.firstIndex { $0.firstID <= id && id <= $0.lastID }
+            var floor = cursor
+            if let owner, !through {
+                claims[owner].ackedThrough = max(claims[owner].ackedThrough, id)
+                claims[owner].claimedUntilMs = now.wall + timeoutMs
+                try tx.save(claims[owner])
+            } else {
+                for index in claims.indices where claims[index].firstID <= id && claims[index].ackedThrough < id {
+                    claims[index].ackedThrough = min(id, claims[index].lastID)
+                    try tx.save(claims[index])
+                }
+                if id > Self.claimedThrough(claims, cursor: cursor) { floor = id }
+            }
+            try Self.moveCursor(name, claims, stored: cursor, atLeast: floor, tx, now)
+        }
+    }
+
+    /// Lets other readers have at once what readers of this instance claimed and did not
+    /// acknowledge: of `consumer`, the reader `reader` (when a reader stops); of every consumer,
+    /// every reader (when the store closes).
+    func releaseClaims(consumer: String? = nil, reader: String? = nil) async throws(CountdownError) {
+        let names = consumer.map { [$0] } ?? claimedConsumers()
+        guard !names.isEmpty else { return }
+        let prefix = instanceID + ":"
+        try await writing(notifies: false) { tx, now in
+            for name in names {
+                guard try tx.consumerCursor(name) != nil else { continue }
+                for var claim in try tx.consumerClaims(name)
+                where !claim.complete && claim.claimedUntilMs > now.wall
+                    && (reader.map { claim.claimant == $0 } ?? claim.claimant.hasPrefix(prefix)) {
+                    claim.claimedUntilMs = now.wall
+                    try tx.save(claim)
+                }
+            }
+        }
+    }
+
+    /// Everything up to this id is claimed or acknowledged.
+    private static func claimedThrough(_ claims: [ConsumerClaim], cursor: Int64) -> Int64 {
+        max(cursor, claims.map(\.lastID).max() ?? 0)
+    }
+
+    /// Moves the consumer's cursor (`stored`, or `floor` when further) past every claim
+    /// acknowledged in full, up to the first one that is not, and forgets those claims.
+    private static func moveCursor(
+        _ name: String, _ claims: [ConsumerClaim], stored: Int64, atLeast floor: Int64, _ tx: any RepositoryWriting, _ now: Now
+    ) throws {
+        var moved = max(stored, floor)
+        for claim in claims.sorted(by: { $0.firstID < $1.firstID }) where claim.lastID > moved {
+            if claim.firstID > moved + 1 { break }  // a range nobody claimed lies between
+            moved = max(moved, claim.ackedThrough)
+            if !claim.complete { break }
+        }
+        guard moved > stored else { return }
+        try tx.deleteClaims(name, through: moved)
+        try tx.advanceConsumer(name, to: moved, at: now.wall)
+    }
+
+    /// The records that `filter` lets through, leaving out expiries superseded by a newer generation.
+    static func deliverable(_ records: [EventRecord], filter: EventFilter, _ tx: any RepositoryReading) throws -> [CountdownEvent] {
+        var generations: [String: Int64?] = [:]
+        return try records.filter { record in
+            guard filter.matches(record) else { return false }
+            guard record.kind == EventKind.expired.rawValue, let key = record.key, let generation = record.generation
+            else { return true }
+            if generations[key] == nil {
+                generations[key] = .some(try tx.item(key: key)?.generation ?? tx.retiredGeneration(key: key))
+            }
+            // Superseded when the key has moved on to a newer generation (a removal is not one).
+            let current = generations[key] ?? nil
+            return current.map { $0 <= generation } ?? true
+        }.map(CountdownEvent.init)
+    }
+}
