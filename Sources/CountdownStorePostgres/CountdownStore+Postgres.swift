@@ -13,22 +13,28 @@ extension CountdownStore {
     ///
     /// The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`; `?host=/run/postgresql`
     /// reaches the server through the Unix socket in that folder instead, `?sslmode=disable`
-    /// (or `prefer`, the default, or `require`) chooses TLS, and `?schema=NAME` stands for `schema`.
+    /// (or `prefer`, the default, or `require`) chooses TLS, `?schema=NAME` stands for `schema`,
+    /// and `?wakeups=poll` for `wakeUps: .pollOnly`.
     ///
     /// - Parameters:
     ///   - url: the database's URL.
     ///   - schema: a schema of the store's own (created when missing); `nil` puts the tables
     ///     where the connection's `search_path` does (usually `public`).
+    ///   - wakeUps: how this host learns of other hosts' writes; `nil`: as the URL says, else
+    ///     ``PostgresWakeUps/notifications``. Through PgBouncer in transaction pooling, use
+    ///     ``PostgresWakeUps/pollOnly``.
     ///   - configuration: the same settings as for SQLite; ``Configuration/busyTimeout`` bounds
     ///     how long a write waits for another host's.
     /// - Throws: ``CountdownError/Code/invalidArgument`` for a URL that does not parse (naming it,
     ///   password hidden); ``CountdownError/Code/ioFailure`` when the server cannot be reached;
     ///   ``CountdownError/Code/schemaTooNew`` for a database written by a newer CountdownStore.
     public convenience init(
-        postgresURL url: String, schema: String? = nil, configuration: Configuration = Configuration()
+        postgresURL url: String, schema: String? = nil, wakeUps: PostgresWakeUps? = nil,
+        configuration: Configuration = Configuration()
     ) async throws(CountdownError) {
         let target = try PostgresURL(url)
         let schema = schema ?? target.schema
+        let wakeUps = wakeUps ?? target.wakeUps ?? .notifications
         var clientConfiguration = target.clientConfiguration
         clientConfiguration.options.additionalStartupParameters.append(
             ("idle_in_transaction_session_timeout", "\(max(1000, configuration.leaseDuration.milliseconds))"))
@@ -42,8 +48,8 @@ extension CountdownStore {
             engine = try await withThrowingTaskGroup(of: PostgresEngine?.self) { group in
                 group.addTask {
                     try await Self.prepareEngine(
-                        client: client, schema: schema, place: place, runner: runner, configuration: configuration,
-                        databaseClock: true)
+                        client: client, schema: schema, place: place, runner: runner, wakeUps: wakeUps,
+                        configuration: configuration, databaseClock: true)
                 }
                 group.addTask {
                     try await Task.sleep(for: connectTimeout)
@@ -71,26 +77,30 @@ extension CountdownStore {
     ///   - client: the host's connection pool, running.
     ///   - schema: a schema of the store's own (created when missing); `nil` puts the tables
     ///     where the connections' `search_path` does.
+    ///   - wakeUps: how this host learns of other hosts' writes. With
+    ///     ``PostgresWakeUps/notifications`` a running ticker keeps one of the client's
+    ///     connections listening.
     ///   - configuration: the same settings as for SQLite.
     public convenience init(
-        client: PostgresClient, schema: String? = nil, configuration: Configuration = Configuration()
+        client: PostgresClient, schema: String? = nil, wakeUps: PostgresWakeUps = .notifications,
+        configuration: Configuration = Configuration()
     ) async throws(CountdownError) {
         try await self.init(
-            client: client, schema: schema, place: "the host's PostgreSQL client", runner: nil,
+            client: client, schema: schema, place: "the host's PostgreSQL client", runner: nil, wakeUps: wakeUps,
             configuration: configuration, databaseClock: true)
     }
 
     /// Opens the store on `client`. With `databaseClock` off the configuration's clock stands in
     /// for the server's (tests on virtual time).
     convenience init(
-        client: PostgresClient, schema: String?, place: String, runner: ClientRunner?,
+        client: PostgresClient, schema: String?, place: String, runner: ClientRunner?, wakeUps: PostgresWakeUps,
         configuration: Configuration, databaseClock: Bool
     ) async throws(CountdownError) {
         let engine: PostgresEngine
         do {
             engine = try await Self.prepareEngine(
-                client: client, schema: schema, place: place, runner: runner, configuration: configuration,
-                databaseClock: databaseClock)
+                client: client, schema: schema, place: place, runner: runner, wakeUps: wakeUps,
+                configuration: configuration, databaseClock: databaseClock)
         } catch {
             throw CountdownError(storage: error, path: nil)
         }
@@ -99,7 +109,7 @@ extension CountdownStore {
 
     /// The engine on `client`, its schema brought up to date and its clocks started.
     private static func prepareEngine(
-        client: PostgresClient, schema: String?, place: String, runner: ClientRunner?,
+        client: PostgresClient, schema: String?, place: String, runner: ClientRunner?, wakeUps: PostgresWakeUps,
         configuration: Configuration, databaseClock: Bool
     ) async throws -> PostgresEngine {
         if let schema, schema.isEmpty || schema.utf8.count > 63 || schema.contains("\0") {
@@ -111,13 +121,26 @@ extension CountdownStore {
             place: place, logger: configuration.logger,
             bootScope: "\(configuration.clock.bootIdentity ?? "boot"):\(UUID().uuidString.prefix(8).lowercased())",
             serverClock: ServerClockEstimate(), runner: runner,
-            databaseClock: databaseClock)
+            databaseClock: databaseClock, wakeUps: wakeUps, channel: notificationChannel(schema: schema))
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first)
         }
         return engine
     }
+}
+
+/// The NOTIFY channel of the store in `schema`: `countdown_` and the schema's name, or, for a
+/// name too long for a channel (63 bytes), a hash of it.
+func notificationChannel(schema: String?) -> String {
+    guard let schema else { return "countdown" }
+    if schema.utf8.count <= 50 { return "countdown_" + schema }
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a: stable across processes and machines
+    for byte in schema.utf8 {
+        hash ^= UInt64(byte)
+        hash = hash &* 0x100_0000_01b3
+    }
+    return "countdown_" + String(hash, radix: 16)
 }
 
 /// A `postgres://` URL taken apart.
@@ -127,6 +150,8 @@ struct PostgresURL: Sendable {
     var redacted: String
     /// `?schema=`.
     var schema: String?
+    /// `?wakeups=notify|poll`.
+    var wakeUps: PostgresWakeUps?
 
     init(_ text: String) throws(CountdownError) {
         let shown = Self.redact(text)
@@ -151,6 +176,11 @@ struct PostgresURL: Sendable {
                 socketFolder = item.value
             case "schema":
                 schema = item.value
+            case "wakeups":
+                guard let value = item.value.flatMap(PostgresWakeUps.init(rawValue:)) else {
+                    throw invalid("unknown wakeups \(quoted(item.value ?? "")) (known: notify, poll)")
+                }
+                wakeUps = value
             case "sslmode":
                 switch item.value {
                 case "disable"?: tls = .disable
@@ -159,7 +189,7 @@ struct PostgresURL: Sendable {
                 default: throw invalid("unknown sslmode \(quoted(item.value ?? ""))")
                 }
             default:
-                throw invalid("unknown parameter \(quoted(item.name)) (known: host, schema, sslmode)")
+                throw invalid("unknown parameter \(quoted(item.name)) (known: host, schema, sslmode, wakeups)")
             }
         }
         if let socketFolder, socketFolder.hasPrefix("/") {

@@ -31,6 +31,10 @@ struct PostgresEngine: StorageEngine {
     let runner: ClientRunner?
     /// Whether the server's clock is the store's system clock (always, but in tests on virtual time).
     let databaseClock: Bool
+    /// How this engine learns of other hosts' writes.
+    let wakeUps: PostgresWakeUps
+    /// The NOTIFY channel of this store (one per schema).
+    let channel: String
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
     var holderMovesCheckpoint: Bool { true }
@@ -56,6 +60,10 @@ struct PostgresEngine: StorageEngine {
                     try tx.execute(writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     do {
                         let value = try body(tx)
+                        if let wakeUp = tx.wakeUp {
+                            // Delivered at commit to every host listening, the lease holder among them.
+                            try tx.run("SELECT pg_notify($1, $2)", [.text(channel), .text(wakeUp)])
+                        }
                         try tx.execute("COMMIT")
                         return value
                     } catch {
@@ -90,6 +98,38 @@ struct PostgresEngine: StorageEngine {
     }
 
     func startUpkeep() throws -> (any EngineUpkeep)? { nil }
+
+    var pushesForeignChanges: Bool { wakeUps == .notifications }
+
+    /// Listens on the store's channel on a connection of the pool kept for it: `changed` is
+    /// called for every notification, and each time the listening starts (again), since what
+    /// was sent while no connection listened is lost. A dropped connection is opened again
+    /// after 0.1 s, then up to 1 s apart; polling covers the gap.
+    func watchForeignChanges(clock: any StoreClock, _ changed: @escaping @Sendable () -> Void) async {
+        guard wakeUps == .notifications else { return }
+        let listened = ListenedFlag()
+        var delayMs: Int64 = 100
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: channel) { notifications in
+                        changed()
+                        listened.set()
+                        for try await _ in notifications { changed() }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.debug("listening for other hosts' writes failed; polling meanwhile", metadata: ["error": "\(error)"])
+            }
+            do {
+                try await clock.sleep(untilBootMilliseconds: clock.bootMilliseconds + delayMs)
+            } catch {
+                return
+            }
+            delayMs = listened.take() ? 100 : min(1000, delayMs * 2)
+        }
+    }
 
     func appliedMigrations() async throws -> [String] {
         try await transaction(writing: false) { tx in try PostgresMigrator.applied(tx) }
@@ -137,8 +177,39 @@ struct PostgresEngine: StorageEngine {
     }
 }
 
+/// How hosts sharing a store on PostgreSQL learn of each other's writes.
+public enum PostgresWakeUps: String, Sendable, Hashable, CaseIterable {
+    /// LISTEN/NOTIFY, with polling as the fallback: a write on one host that moves the next
+    /// deadline earlier (or records an expiry) wakes the tickers and event readers of the other
+    /// hosts at once. The ticker keeps one connection of the pool listening. The default.
+    case notifications = "notify"
+    /// Polling alone, every 250 ms: for connections through PgBouncer in transaction pooling,
+    /// where a LISTEN does not stay on one server connection. Writes still send notifications,
+    /// for hosts that listen directly.
+    case pollOnly = "poll"
+}
+
 /// The engine's estimate of the database server's clock between two readings of it: the last
 /// reading plus the time this host's boot clock measured since.
+/// Whether a LISTEN was established since the flag was last taken.
+final class ListenedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+
+    /// Raises the flag.
+    func set() {
+        lock.withLock { value = true }
+    }
+
+    /// Whether the flag was raised, lowering it.
+    func take() -> Bool {
+        lock.withLock {
+            defer { value = false }
+            return value
+        }
+    }
+}
+
 final class ServerClockEstimate: @unchecked Sendable {
     private let lock = NSLock()
     private var sample: (server: Int64, boot: Int64)?

@@ -12,7 +12,12 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// The server's clock and the checkpoint, as the last ``clocks()`` read them.
     private var serverMs: Int64?
     private var checkpointRead: Checkpoint?
+    /// The soonest deadlines as the last ``clocks()`` read them.
+    private var soonestRead = SoonestDeadlines()
     private var savepoints = 0
+    /// What this write tells the other hosts when it commits (a NOTIFY payload), if anything:
+    /// `deadline` when it moved a next deadline earlier, `expired` when it recorded an expiry.
+    private(set) var wakeUp: String?
 
     init(engine: PostgresEngine, connection: PostgresConnection, writing: Bool) {
         self.engine = engine
@@ -189,7 +194,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         let checkpoint = try Self.checkpoint(r)
         checkpointRead = checkpoint
         serverMs = try r[16].decode(Int64.self)
-        return (checkpoint, try Self.lease(r, from: 11), SoonestDeadlines(wall: try r[14].decode(Int64?.self), active: try r[15].decode(Int64?.self)))
+        soonestRead = SoonestDeadlines(wall: try r[14].decode(Int64?.self), active: try r[15].decode(Int64?.self))
+        return (checkpoint, try Self.lease(r, from: 11), soonestRead)
     }
 
     /// The server's clock in place of the host's system clock. A checkpoint this engine wrote
@@ -424,7 +430,20 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             """, [.text(lease.holder), .int(lease.acquiredAtMs), .int(lease.expiresAtMs)])
     }
 
+    /// Notes a running item whose deadline comes before the soonest one of its timeline: the
+    /// lease holder, wherever it runs, must wake earlier than it planned.
+    private func noteDeadline(_ item: ItemRecord) {
+        guard item.state == .running, let deadline = item.deadlineMs else { return }
+        if soonestRead[item.policy].map({ deadline < $0 }) ?? true {
+            soonestRead = SoonestDeadlines(
+                wall: item.policy == .wall ? deadline : soonestRead.wall,
+                active: item.policy == .active ? deadline : soonestRead.active)
+            wakeUp = wakeUp ?? "deadline"
+        }
+    }
+
     func insertNew(_ item: inout ItemRecord) throws -> Bool {
+        noteDeadline(item)
         if let retired = try retiredGeneration(key: item.key) {
             item.generation = max(item.generation, retired + 1)
         }
@@ -437,6 +456,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func update(_ item: ItemRecord) throws {
+        noteDeadline(item)
         try run(
             """
             UPDATE \(p)countdowns SET key = $2, group_name = $3, kind = $4, policy = $5, state = $6,
@@ -457,6 +477,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func append(_ event: EventRecord) throws {
+        if event.kind == "expired" { wakeUp = "expired" }
         try run(
             """
             INSERT INTO \(p)countdown_events (kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms,

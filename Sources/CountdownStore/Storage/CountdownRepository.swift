@@ -186,6 +186,12 @@ package protocol StorageEngine: CountdownRepository {
     /// A number that changes whenever another connection (another process) commits; the ticker
     /// polls it to notice writes it was not told about.
     func foreignChangeToken() async throws -> Int
+    /// Whether the database tells this engine of other connections' writes as they commit
+    /// (PostgreSQL's LISTEN/NOTIFY), so that ``watchForeignChanges(clock:_:)`` is worth running.
+    var pushesForeignChanges: Bool { get }
+    /// Calls `changed` whenever another connection's commit may matter (and whenever the engine
+    /// may have missed one), until the task is cancelled; the ticker runs it beside its loop.
+    func watchForeignChanges(clock: any StoreClock, _ changed: @escaping @Sendable () -> Void) async
     /// Starts the engine's upkeep for a ticker that starts running; `nil` when the engine has
     /// none (or the database is the host's to look after).
     func startUpkeep() throws -> (any EngineUpkeep)?
@@ -211,6 +217,8 @@ package protocol StorageEngine: CountdownRepository {
 }
 
 extension StorageEngine {
+    package var pushesForeignChanges: Bool { false }
+    package func watchForeignChanges(clock: any StoreClock, _ changed: @escaping @Sendable () -> Void) async {}
     package func details(clock: any StoreClock) async throws -> [EngineDetail] { [] }
     package var holderMovesCheckpoint: Bool { false }
     package func clockReading(_ local: ClockReading) -> ClockReading { local }

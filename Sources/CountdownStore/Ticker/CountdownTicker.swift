@@ -16,7 +16,8 @@ import ServiceLifecycle
 /// It sleeps until the earliest of: the next deadline (an index lookup), the next aligned display
 /// tick, the next heartbeat, and the next check for other processes' writes (every 250 ms); every
 /// sleep is capped at one second and measured on the boot clock. A write by the same store
-/// instance wakes it at once.
+/// instance wakes it at once; on PostgreSQL, so does a write by another host that moves the next
+/// deadline earlier or records an expiry (LISTEN/NOTIFY, unless the store polls only).
 ///
 /// Only the ticker holding the store's lease advances the active timeline and looks for due
 /// countdowns to expire; tickers in other processes stand by and one takes over within two lease
@@ -85,7 +86,24 @@ public final class CountdownTicker: Service, Sendable {
         state.withLock { $0.upkeep = upkeep }
         var failure: (any Error)?
         do {
-            try await cancelWhenGracefulShutdown { try await self.loop(upkeep: upkeep) }
+            try await cancelWhenGracefulShutdown {
+                try await withThrowingTaskGroup(of: Bool.self) { tasks in
+                    let store = self.store
+                    if store.engine.pushesForeignChanges {
+                        // Other hosts' writes, as the database announces them: look again at once.
+                        tasks.addTask {
+                            await store.engine.watchForeignChanges(clock: store.configuration.clock) { store.changes.bump() }
+                            return false
+                        }
+                    }
+                    tasks.addTask {
+                        try await self.loop(upkeep: upkeep)
+                        return true
+                    }
+                    defer { tasks.cancelAll() }
+                    while let loopEnded = try await tasks.next(), !loopEnded {}
+                }
+            }
         } catch {
             // Cancellation and graceful shutdown end here too, whatever the call they interrupted
             // reported (a wait for another process's lock ends with a storage error then).

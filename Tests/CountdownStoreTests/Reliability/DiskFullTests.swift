@@ -22,7 +22,7 @@ extension RealProcesses {
                 line.hasPrefix("committed ") ? Int(line.dropFirst("committed ".count)) : nil
             }
             let lastCommitted = try #require(committed.last)
-            #expect(lastCommitted > 20, "the limit was reached after some commits")
+            #expect(lastCommitted > 10, "the limit was reached after some commits")
             let failure = try #require(lines.last)
             // A code to switch on (SQLite reports the file-size limit as a full disk), naming the file.
             #expect(failure.hasPrefix("error diskFull") || failure.hasPrefix("error ioFailure"), "\(failure)")

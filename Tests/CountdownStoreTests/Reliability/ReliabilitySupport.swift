@@ -29,10 +29,10 @@ let tortureHelper = productsFolder.appendingPathComponent("CountdownTortureHelpe
 let countdownBinary = productsFolder.appendingPathComponent("countdown")
 
 /// Polls (real time) until `condition` holds; fails the test after `limit` seconds.
-func eventually(_ what: String, limit: Double = 30, _ condition: () throws -> Bool) async throws {
+func eventually(_ what: String, limit: Double = 30, _ condition: () async throws -> Bool) async throws {
     let deadline = Date().addingTimeInterval(limit)
     while Date() < deadline {
-        if try condition() { return }
+        if try await condition() { return }
         try await Task.sleep(for: .milliseconds(50))
     }
     Issue.record("timed out waiting until \(what)")

@@ -22,6 +22,97 @@ struct PostgresEngineTests {
     }
 }
 
+@Suite("PostgreSQL wake-ups", .timeLimit(.minutes(2)))
+struct PostgresWakeUpTests {
+    /// A store on the fixture's schema and virtual clock, learning of other hosts' writes as `wakeUps` says.
+    private func host(_ fixture: Fixture, wakeUps: PostgresWakeUps) async throws -> CountdownStore {
+        try await CountdownStore(
+            client: try PostgresFixtures.client(), schema: fixture.schema, place: "schema \(fixture.schema)", runner: nil,
+            wakeUps: wakeUps, configuration: fixture.configuration, databaseClock: false)
+    }
+
+    /// The server processes of connections listening on the store's channel.
+    private func listeners(_ fixture: Fixture) async throws -> [Int32] {
+        try await TestPostgres.shared().withClient { client in
+            try await client.query(
+                PostgresQuery(unsafeSQL: "SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN \"\(notificationChannel(schema: fixture.schema))\";'")
+            ).collect().map { try $0.decode(Int32.self) }
+        }
+    }
+
+    @Test("A start on one host wakes the holder's ticker on another through NOTIFY, with no clock moving; after its LISTEN connection is cut, the holder listens again")
+    func notifyWakesTheHolder() async throws {
+        let fixture = try Fixture(engine: .postgres)
+        let holder = try await host(fixture, wakeUps: .notifications)
+        let visitor = try await host(fixture, wakeUps: .pollOnly)
+        let running = await RunningTicker(holder)
+        try await eventually("the holder's ticker listens") { try await listeners(fixture).count == 1 }
+        await running.ticker.waitUntilIdle()
+        // What the channel carries, as a listener of the test's own hears it.
+        let heard = Locked<[String]>([])
+        let channel = notificationChannel(schema: fixture.schema)
+        let listening = Task {
+            try await PostgresFixtures.client().withConnection { connection in
+                try await connection.listen(on: channel) { notifications in
+                    heard.withLock { $0.append("listening") }
+                    for try await notification in notifications { heard.withLock { $0.append(notification.payload) } }
+                }
+            }
+        }
+        defer { listening.cancel() }
+        try await eventually("the test listens") { heard.withLock { $0 } == ["listening"] }
+
+        // The virtual clock stands still, so no poll runs: only a notification can wake the holder.
+        let before = holder.changes.version
+        try await visitor.start("soon", duration: .seconds(1))
+        try await eventually("the holder hears of the start") { holder.changes.version != before }
+        await running.advance(fixture.clock, by: .seconds(1))
+        #expect(try await holder.countdown("soon")?.state == .expired)
+        #expect(try await events(holder).filter { $0.kind == "expired" }.count == 1)
+
+        // A deadline after the soonest one sends nothing; notifications arrive in commit order,
+        // so a marker sent afterwards closes the list.
+        try await visitor.start("first", duration: .seconds(60))
+        try await visitor.start("later", duration: .seconds(120))
+        _ = try await PostgresFixtures.client().query("SELECT pg_notify(\(channel), 'marker')").collect()
+        try await eventually("the marker arrives") { heard.withLock { $0.last } == "marker" }
+        #expect(heard.withLock { $0 } == ["listening", "deadline", "expired", "deadline", "marker"])
+
+        // The LISTEN connection is cut: the holder listens again on a new one (re-scanning at once).
+        let cut = try await listeners(fixture)
+        try await TestPostgres.shared().withClient { client in
+            for pid in cut { _ = try await client.query("SELECT pg_terminate_backend(\(pid))").collect() }
+        }
+        try await eventually("a new LISTEN connection") {
+            fixture.clock.advance(by: .milliseconds(100))  // the reconnection waits on the store's clock
+            let now = try await listeners(fixture)
+            return now.count == 1 && now != cut
+        }
+        await running.ticker.waitUntilIdle()
+        let again = holder.changes.version
+        try await visitor.start("sooner", duration: .seconds(2))
+        try await eventually("the holder hears of the start on its new connection") { holder.changes.version != again }
+        try await running.stop()
+        try await visitor.close()
+        try await holder.close()
+    }
+
+    @Test("URLs take ?wakeups=notify or poll, and name a bad value")
+    func wakeUpsInURLs() throws {
+        #expect(try PostgresURL("postgres://app@db:5432/orders?wakeups=poll").wakeUps == .pollOnly)
+        #expect(try PostgresURL("postgres://app@db:5432/orders?wakeups=notify").wakeUps == .notifications)
+        #expect(try PostgresURL("postgres://app@db:5432/orders").wakeUps == nil)
+        #expect(throws: CountdownError.self) { try PostgresURL("postgres://app@db:5432/orders?wakeups=sometimes") }
+        do {
+            _ = try PostgresURL("postgres://app@db:5432/orders?wakeups=sometimes")
+        } catch {
+            #expect(error.code == .invalidArgument && error.message.contains("unknown wakeups") && error.message.contains("sometimes"))
+        }
+        #expect(notificationChannel(schema: String(repeating: "s", count: 63)).utf8.count <= 63)
+        #expect(notificationChannel(schema: "tenant_1") == "countdown_tenant_1")
+    }
+}
+
 /// The machine's clocks with the system clock moved by `offset`, as a host whose clock is wrong.
 struct OffsetClock: StoreClock {
     let base = SystemClock()
@@ -43,7 +134,7 @@ struct PostgresHostsTests {
         for offset in [Duration.hours(-1), .zero, .hours(1)] {
             stores.append(
                 try await CountdownStore(
-                    client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil,
+                    client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
                     configuration: CountdownStore.Configuration(clock: OffsetClock(offset: offset)), databaseClock: true))
         }
         return stores

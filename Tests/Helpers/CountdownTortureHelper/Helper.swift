@@ -107,7 +107,9 @@ enum Helper {
 
     static func crash(_ path: String, seed: UInt64) async throws {
         var rng = SplitMix(state: seed)
-        let configuration = CountdownStore.Configuration(heartbeatInterval: .milliseconds(100), leaseDuration: .milliseconds(300))
+        // A short claim timeout: what a killed worker's reader had claimed goes to the next worker soon.
+        let configuration = CountdownStore.Configuration(
+            heartbeatInterval: .milliseconds(100), leaseDuration: .milliseconds(300), claimTimeout: .seconds(1))
         // The suite counts the WAL checkpoints that ran, and the kills that cut one short.
         CrashPoints.install { point in
             if point == .checkpointBefore { say("checkpoint begin") }
@@ -163,9 +165,11 @@ enum Helper {
 
     static func drain(_ path: String) async throws {
         let store = try CountdownStore(path: path)
-        // Free the lease of a killed worker at once, then expire and deliver everything due.
+        // Free the lease and the consumer claims of a killed worker at once, then expire and
+        // deliver everything due.
         try await store.database.write { db in
             try db.execute(sql: "UPDATE countdown_lease SET holder = NULL, expires_at_ms = 0")
+            try db.execute(sql: "UPDATE countdown_consumer_claims SET claimed_until_ms = 0")
         }
         try await store.heartbeat()
         while try await store.expireDue().count > 0 {}
