@@ -280,7 +280,8 @@ func clientPorts(toAddress address: String, port: Int) -> [Int] {
     // /proc/net/tcp shows an IPv4 address as its 32 bits in host (little-endian) order, in hex.
     let hex = octets.reversed().map { String(format: "%02X", $0) }.joined()
     let local = "\(hex):\(String(format: "%04X", port))"
-    let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
+    // Read to the end: Foundation's `String(contentsOfFile:)` stops after the first page of a /proc file.
+    let table = String(decoding: FileHandle(forReadingAtPath: "/proc/net/tcp")?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
     return table.split(separator: "\n").dropFirst().compactMap { line in
         let fields = line.split(separator: " ")
         guard fields.count > 3, fields[1] == local, fields[3] == "01" else { return nil }
@@ -578,6 +579,12 @@ final class Fleet: Sendable {
             try await body(fleet)
         } catch {
             for host in fleet.allHosts where host.helper.process.isRunning { killGroup(host.pid, SIGCONT) }
+            if let folder = server.folder {
+                for log in ["server.log", "pgbouncer.log"] {
+                    guard let text = FileManager.default.contents(atPath: "\(folder)/\(log)") else { continue }
+                    Issue.record("the end of \(log): \(String(decoding: text, as: UTF8.self).suffix(1500))")
+                }
+            }
             await fleet.tearDown()
             throw error
         }
