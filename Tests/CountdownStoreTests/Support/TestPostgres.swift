@@ -74,7 +74,7 @@ struct TestPostgres: Sendable {
             folder: nil, binaries: try binaryFolder())
     }
 
-    private static func throwaway() throws -> TestPostgres {
+    private static func throwaway(environment: [String: String] = [:], listenAddresses: String = "127.0.0.1") throws -> TestPostgres {
         let binaries = try binaryFolder()
         let folder = try temporaryFolder()
         let asRoot = getuid() == 0
@@ -83,13 +83,45 @@ struct TestPostgres: Sendable {
         try runAsServer(asRoot, "\(binaries)/initdb", ["-D", "\(folder)/data", "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
         // fsync off: the suites kill hosts and restart the server cleanly; none simulates the
         // machine losing power, and CI runs them faster without a sync per commit.
-        try runAsServer(asRoot, "\(binaries)/pg_ctl", [
+        let settings = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        try runAsServer(asRoot, "/usr/bin/env", settings + [
+            "\(binaries)/pg_ctl",
             "-D", "\(folder)/data", "-l", "\(folder)/server.log", "-w", "-t", "60",
-            "-o", "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300",
+            "-o", "-p \(port) -k \(folder) -c listen_addresses=\(listenAddresses) -c fsync=off -c max_connections=300",
             "start",
         ])
         try startWatchdog(folder: folder, binaries: binaries, asRoot: asRoot)
         return TestPostgres(host: "127.0.0.1", port: port, username: "postgres", password: nil, database: "postgres", folder: folder, binaries: binaries)
+    }
+
+    /// Whether this machine has the server binaries a throwaway server is started from.
+    static var serverBinariesAvailable: Bool { (try? binaryFolder()) != nil }
+
+    /// A throwaway server of the caller's own, for a test that restarts its server, terminates
+    /// its connections or moves its clock (the shared one must stay up for the other suites).
+    /// `environment` is the server processes' (e.g. libfaketime's `LD_PRELOAD`);
+    /// `listenAddresses` its `listen_addresses` (loopback connections come from 127.0.0.1,
+    /// which the server trusts). The caller ends it with ``discard()``; the watchdog does at the
+    /// latest when the test process ends.
+    static func dedicated(environment: [String: String] = [:], listenAddresses: String = "127.0.0.1") throws -> TestPostgres {
+        try throwaway(environment: environment, listenAddresses: listenAddresses)
+    }
+
+    /// Runs `pg_ctl` on this throwaway server's data folder (as the `postgres` user when the
+    /// tests run as root), e.g. `["restart", "-m", "fast"]`; waits for it, at most 60 s.
+    func pgCtl(_ arguments: [String]) throws {
+        guard let folder else { throw HarnessError("pg_ctl runs only on a throwaway server") }
+        try Self.runAsServer(getuid() == 0, "\(binaries)/pg_ctl", ["-D", "\(folder)/data", "-l", "\(folder)/server.log", "-w", "-t", "60"] + arguments)
+    }
+
+    /// Stops this throwaway server (and its PgBouncer) at once and removes its folder.
+    func discard() {
+        guard let folder else { return }
+        if let pid = try? String(contentsOfFile: "\(folder)/pgbouncer.pid", encoding: .utf8), let number = Int32(pid.trimmingCharacters(in: .whitespacesAndNewlines)) {
+            kill(number, SIGKILL)
+        }
+        try? pgCtl(["stop", "-m", "immediate"])
+        try? FileManager.default.removeItem(atPath: folder)
     }
 
     /// Where `initdb` and `pg_ctl` are: `pg_config --bindir` (Debian keeps them off `PATH`).
