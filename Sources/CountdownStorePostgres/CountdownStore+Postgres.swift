@@ -36,8 +36,12 @@ extension CountdownStore {
         let schema = schema ?? target.schema
         let wakeUps = wakeUps ?? target.wakeUps ?? .notifications
         var clientConfiguration = target.clientConfiguration
-        clientConfiguration.options.additionalStartupParameters.append(
-            ("idle_in_transaction_session_timeout", "\(max(1000, configuration.leaseDuration.milliseconds))"))
+        if wakeUps == .notifications {
+            // A host frozen inside a transaction gives its locks up after a lease. PgBouncer
+            // refuses this startup parameter: behind it (poll only), set it on the role instead.
+            clientConfiguration.options.additionalStartupParameters.append(
+                ("idle_in_transaction_session_timeout", "\(max(1000, configuration.leaseDuration.milliseconds))"))
+        }
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
         let runner = ClientRunner(client)
         let place = quoted(target.redacted, limit: 200)
@@ -121,7 +125,9 @@ extension CountdownStore {
             place: place, logger: configuration.logger,
             bootScope: "\(configuration.clock.bootIdentity ?? "boot"):\(UUID().uuidString.prefix(8).lowercased())",
             serverClock: ServerClockEstimate(), runner: runner,
-            databaseClock: databaseClock, wakeUps: wakeUps, channel: notificationChannel(schema: schema))
+            databaseClock: databaseClock, wakeUps: wakeUps,
+            clockStepToleranceMs: max(1, configuration.clockEditTolerance.milliseconds),
+            channel: notificationChannel(schema: schema))
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first)

@@ -33,6 +33,9 @@ struct PostgresEngine: StorageEngine {
     let databaseClock: Bool
     /// How this engine learns of other hosts' writes.
     let wakeUps: PostgresWakeUps
+    /// How far a reading of the server's clock may be from this host's boot-clock estimate
+    /// before it counts as a step of the server's clock (the configuration's clock-edit tolerance).
+    let clockStepToleranceMs: Int64
     /// The NOTIFY channel of this store (one per schema).
     let channel: String
 
@@ -218,6 +221,12 @@ final class ServerClockEstimate: @unchecked Sendable {
     /// taken at `boot` on this host's boot clock.
     func record(server: Int64, boot: Int64) {
         lock.withLock { sample = (server, boot) }
+    }
+
+    /// The server's clock (corrected for the recorded skew) at `boot`, extrapolated on this
+    /// host's boot clock from the last reading; `nil` before the first.
+    func predicted(boot: Int64) -> Int64? {
+        lock.withLock { sample.map { $0.server + (boot - $0.boot) } }
     }
 
     /// `local` with the estimated server clock in place of the system clock.

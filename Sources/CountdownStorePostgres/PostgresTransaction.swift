@@ -212,8 +212,17 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             server = try run("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint").rows.first?.decode(Int64.self) ?? local.system
         }
         let own = checkpointRead?.bootID == engine.bootScope
-        let corrected = server - (own ? 0 : checkpointRead?.clockSkew ?? 0)
-        engine.serverClock.record(server: server - (checkpointRead?.clockSkew ?? 0), boot: local.boot)
+        let skew = checkpointRead?.clockSkew ?? 0
+        var corrected = server - (own ? 0 : skew)
+        if !own, let predicted = engine.serverClock.predicted(boot: local.boot),
+            abs(corrected - predicted) > engine.clockStepToleranceMs
+        {
+            // The server's clock stepped and the lease holder has not recorded it yet: until it
+            // does, count on this host's boot clock from the last reading, as the holder does.
+            corrected = predicted
+        } else {
+            engine.serverClock.record(server: server - skew, boot: local.boot)
+        }
         return ClockReading(system: corrected, boot: local.boot, bootID: engine.bootScope)
     }
 

@@ -34,10 +34,14 @@ struct GlobalOptions: ParsableArguments {
 
     /// Opens the store: in PostgreSQL for a `postgres://` URL, else in the file, creating its
     /// folder (mode 0700) as needed.
-    func openStore(defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger) async throws(CountdownError) -> CountdownStore {
+    func openStore(
+        defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger, claimTimeout: Duration? = nil
+    ) async throws(CountdownError) -> CountdownStore {
         let path = databasePath(defaultFile: defaultFile)
+        var configuration = CountdownStore.Configuration(logger: logger)
+        if let claimTimeout { configuration.claimTimeout = claimTimeout }
         if isPostgresURL(path) {
-            return try await CountdownStore(postgresURL: path, configuration: .init(logger: logger))
+            return try await CountdownStore(postgresURL: path, configuration: configuration)
         }
         let folder = (path as NSString).deletingLastPathComponent
         if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {
@@ -48,7 +52,7 @@ struct GlobalOptions: ParsableArguments {
                 throw CountdownError(.storageFailure, "cannot create the folder '\(folder)': \(error.localizedDescription)")
             }
         }
-        return try CountdownStore(path: path, configuration: .init(logger: logger))
+        return try CountdownStore(path: path, configuration: configuration)
     }
 }
 

@@ -9,7 +9,8 @@ extension CountdownCommand {
         static let configuration = CommandConfiguration(
             abstract: "Run the ticker in the foreground and print one JSON line per expiry.",
             discussion: """
-                With --consumer, resumes from that consumer's cursor: a line counts as acknowledged once \
+                With --consumer, resumes from that consumer's cursor, sharing its expiries with other runs of \
+                the same consumer (each expiry goes to one of them): a line counts as acknowledged once \
                 written (with --exec, once CMD exits 0; CMD gets COUNTDOWN_KEY, COUNTDOWN_GROUP, \
                 COUNTDOWN_PAYLOAD, COUNTDOWN_LATE_MS, COUNTDOWN_GENERATION and COUNTDOWN_DEADLINE_AT in its \
                 environment, and is retried until it succeeds). SIGINT and SIGTERM stop it gracefully.
@@ -19,9 +20,21 @@ extension CountdownCommand {
         @Option(help: "Only expiries of this group.") var group: String?
         @Option(help: "A named consumer whose cursor persists across runs.") var consumer: String?
         @Option(help: "A shell command to run for each expiry.") var exec: String?
+        @Option(
+            help: ArgumentHelp(
+                "With --consumer: how long expiries handed to this run stay its own when it dies before acknowledging them, before another run of the consumer gets them (default 30s).",
+                valueName: "duration"))
+        var claimTimeout: String?
 
         func run() async throws {
-            let store = try await global.openStore()
+            let timeout = try claimTimeout.map { text throws(CountdownError) -> Duration in
+                let duration = try DurationText.parse(text)
+                guard duration > .zero else {
+                    throw CountdownError(.invalidArgument, "invalid claim timeout \"\(text)\": must be more than zero")
+                }
+                return duration
+            }
+            let store = try await global.openStore(claimTimeout: timeout)
             let output = ExpiryOutput(store: store, group: group, consumer: consumer, command: exec)
             let ticker = CountdownTicker(store: store)
             // The ticker and the printer side by side; SIGINT or SIGTERM cancels both, the ticker
