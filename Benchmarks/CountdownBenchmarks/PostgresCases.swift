@@ -17,7 +17,7 @@ struct PostgresSizes {
     var rounds: Int
 
     static let full = PostgresSizes(
-        single: 2_000, bulk: 20_000, concurrent: 4_000, tasks: 16, stored: 1_000_000, lookups: 5_000, soonest: 500,
+        single: 2_000, bulk: 20_000, concurrent: 4_000, tasks: 16, stored: 1_000_000, lookups: 2_000, soonest: 500,
         expiring: 10_000, rounds: 5)
     static let quick = PostgresSizes(
         single: 100, bulk: 500, concurrent: 320, tasks: 16, stored: 10_000, lookups: 200, soonest: 20, expiring: 200,
@@ -50,6 +50,18 @@ struct PostgresBenchmarks {
         """
 
     static let hour: Int64 = 3_600_000
+
+    /// The stores' settings: the defaults, logging errors only (the table reports what matters).
+    static let storeConfiguration: CountdownStore.Configuration = {
+        var logger = Logger(label: "CountdownStore")
+        logger.logLevel = .error
+        return CountdownStore.Configuration(logger: logger)
+    }()
+
+    /// Opens the store in `schema` on the store's client.
+    func open(_ schema: String) async throws -> CountdownStore {
+        try await CountdownStore(client: ours, schema: schema, configuration: Self.storeConfiguration)
+    }
 
     /// Runs the wanted PostgreSQL cases against the server at `url` through `add`, or returns the
     /// line to print when none is given (`url` nil or empty) though some are wanted.
@@ -137,7 +149,7 @@ struct PostgresBenchmarks {
     func emptyStore(_ name: String) async throws -> String {
         let schema = schema(name)
         try await raw.query(PostgresRaw.query("DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE"))
-        let store = try await CountdownStore(client: ours, schema: schema)
+        let store = try await open(schema)
         try await store.close()
         return schema
     }
@@ -164,6 +176,16 @@ struct PostgresBenchmarks {
         }
     }
 
+    /// How many `clock_edited` events the store in `schema` has recorded: none, unless the
+    /// store took its own waits for moves of the system clock.
+    func clockEdits(_ schema: String) async throws -> Int {
+        var count: Int64 = 0
+        let rows = try await raw.query(
+            PostgresRaw.query("SELECT count(*) FROM \(prefix(schema))countdown_events WHERE kind = 'clock_edited'"))
+        for try await row in rows { count = try row.decode(Int64.self) }
+        return Int(count)
+    }
+
     // MARK: - Writes
 
     /// Starts one countdown at a time, each its own transaction.
@@ -172,7 +194,7 @@ struct PostgresBenchmarks {
         var round = 0
         let (oursRate, rawRate) = try await alternating(rounds: sizes.rounds) {
             round += 1
-            let store = try await CountdownStore(client: ours, schema: try await emptyStore("single_ours_\(round)"))
+            let store = try await open(try await emptyStore("single_ours_\(round)"))
             let seconds = try await timed {
                 for index in 0..<count {
                     try await store.start("one-\(index)", duration: .milliseconds(Self.hour + Int64(index)), group: "g\(index % 16)")
@@ -204,7 +226,7 @@ struct PostgresBenchmarks {
         var round = 0
         let (oursRate, rawRate) = try await alternating(rounds: sizes.rounds) {
             round += 1
-            let store = try await CountdownStore(client: ours, schema: try await emptyStore("bulk_ours_\(round)"))
+            let store = try await open(try await emptyStore("bulk_ours_\(round)"))
             let seconds = try await timed { try await store.start(requests) }
             try await store.close()
             return Double(count) / seconds
@@ -232,7 +254,8 @@ struct PostgresBenchmarks {
         var round = 0
         let (oursRate, rawRate) = try await alternating(rounds: sizes.rounds) {
             round += 1
-            let store = try await CountdownStore(client: ours, schema: try await emptyStore("concurrent_ours_\(round)"))
+            let schema = try await emptyStore("concurrent_ours_\(round)")
+            let store = try await open(schema)
             try await warm(ours, connections: tasks)
             let seconds = try await timed {
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -248,6 +271,8 @@ struct PostgresBenchmarks {
                 }
             }
             try await store.close()
+            let edits = try await clockEdits(schema)
+            if edits > 0 { log("  ours recorded \(edits) clock_edited events while its writers waited for one another") }
             return Double(count) / seconds
         } raw: {
             let tables = prefix(try await emptyStore("concurrent_raw_\(round)"))
@@ -284,7 +309,7 @@ struct PostgresBenchmarks {
         let count = sizes.stored
         let schema = try await emptyStore("large")
         let p = prefix(schema)
-        let store = try await CountdownStore(client: ours, schema: schema)
+        let store = try await open(schema)
         let now = try await store.now()
         try await store.close()
         let seconds = try await timed {
@@ -321,7 +346,7 @@ struct PostgresBenchmarks {
 
     /// The soonest running countdown, ours through `nextDeadline()`, raw by the same two index lookups.
     func nextDeadline(_ schema: String) async throws -> Figure {
-        let store = try await CountdownStore(client: ours, schema: schema)
+        let store = try await open(schema)
         let now = try await store.now()
         let p = prefix(schema)
         let count = sizes.lookups
@@ -350,7 +375,7 @@ struct PostgresBenchmarks {
     /// The first page of 100 active items, ours through `active(limit:)`, raw by the same three
     /// index range scans, merged.
     func soonest(_ schema: String) async throws -> Figure {
-        let store = try await CountdownStore(client: ours, schema: schema)
+        let store = try await open(schema)
         let now = try await store.now()
         let p = prefix(schema)
         let count = sizes.soonest
@@ -389,7 +414,7 @@ struct PostgresBenchmarks {
     /// countdowns (through the store, untimed) beside the large store's items.
     func expiring(_ schema: String) async throws -> Figure {
         let count = sizes.expiring
-        let store = try await CountdownStore(client: ours, schema: schema)
+        let store = try await open(schema)
         let p = prefix(schema)
         var oursRound = 0
         var rawRound = 0
