@@ -72,13 +72,16 @@ let package = Package(
         ),
         // An SQLite VFS for the helper: simulated power loss, and a kill in the middle of a checkpoint.
         .target(name: "CSQLiteTestVFS", path: "Tests/Helpers/CountdownTestVFS"),
-        // `swift run -c release CountdownBenchmarks`: our figures beside raw SQLite's for the same work.
+        // `swift run -c release CountdownBenchmarks`: our figures beside raw SQLite's and raw
+        // postgres-nio's for the same work.
         .executableTarget(
             name: "CountdownBenchmarks",
             dependencies: [
                 "CountdownStore",
+                "CountdownStorePostgres",
                 "CSQLiteShim",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Benchmarks/CountdownBenchmarks"
         ),

@@ -1,16 +1,18 @@
 import ArgumentParser
 import Foundation
 
-/// `swift run -c release CountdownBenchmarks [--quick] [--json PATH]`
+/// `swift run -c release CountdownBenchmarks [--quick] [--json PATH] [--postgres-url URL]`
 @main
 struct CountdownBenchmarksCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "CountdownBenchmarks",
-        abstract: "Measures CountdownStore beside raw SQLite doing the same work, in the same run.",
+        abstract: "Measures CountdownStore beside raw SQLite (and raw postgres-nio) doing the same work, in the same run.",
         discussion: """
             Each line runs our code and the same work through the SQLite C API on the same schema and
-            connection settings, then shows the ratio and whether the target is met. Run it in a
-            release build: swift run -c release CountdownBenchmarks
+            connection settings, then shows the ratio and whether the target is met. With a PostgreSQL
+            server (--postgres-url or COUNTDOWN_POSTGRES_URL) the store on PostgreSQL is measured too,
+            beside the same statements sent through postgres-nio. Run it in a release build:
+            swift run -c release CountdownBenchmarks
             """)
 
     @Flag(help: "Small sizes, to prove the benchmarks run (figures are not meaningful).")
@@ -24,6 +26,11 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
 
     @Option(help: "Folder for the benchmark databases, kept afterwards; a large store built there before is reused (default: a new temporary folder, removed afterwards).")
     var folder: String?
+
+    @Option(
+        name: .customLong("postgres-url"),
+        help: "A PostgreSQL server for the PostgreSQL cases, postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (default: COUNTDOWN_POSTGRES_URL); without one they are skipped. They work in schemas of their own, dropped afterwards.")
+    var postgresURL: String?
 
     @Option(help: .hidden)
     var probe: String?
@@ -81,8 +88,12 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
             try await add("open") { [try await benchmarks.openToReady(large)] }
             try await add("idle") { try await benchmarks.idle(large) }
         }
+        let postgresSkipped = try await PostgresBenchmarks.measure(
+            url: postgresURL ?? ProcessInfo.processInfo.environment["COUNTDOWN_POSTGRES_URL"], quick: quick, log: log,
+            wanted: wanted, add: add)
 
         print(Report.table(figures))
+        if let postgresSkipped { print(postgresSkipped) }
         if let json {
             try Report.json(figures).write(to: URL(fileURLWithPath: json))
         }
