@@ -135,7 +135,10 @@ struct PostgresHostsTests {
             stores.append(
                 try await CountdownStore(
                     client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
-                    configuration: CountdownStore.Configuration(clock: OffsetClock(offset: offset)), databaseClock: true))
+                    // A lease that outlasts the test however slow the machine: a holder's lease never
+                    // runs out between two of its steps.
+                    configuration: CountdownStore.Configuration(clock: OffsetClock(offset: offset), leaseDuration: .seconds(120)),
+                    databaseClock: true))
         }
         return stores
     }
