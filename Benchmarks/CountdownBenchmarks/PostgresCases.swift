@@ -165,7 +165,7 @@ struct PostgresBenchmarks {
         }
     }
 
-    /// Opens `tasks` connections of `client`'s pool at once, so that no measured round pays for
+    /// Opens `connections` connections of `client`'s pool at once, so that no measured round pays for
     /// connecting.
     func warm(_ client: PostgresClient, connections: Int) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
