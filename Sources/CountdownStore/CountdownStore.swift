@@ -163,16 +163,20 @@ public final class CountdownStore: Sendable {
         }
     }
 
-    /// The clocks extrapolated to `local` (a reading of this host's clock, taken now when `nil`),
-    /// as the engine places it: its wall clock is the database's where the engine has one.
+    /// The clocks extrapolated to a reading of this host's clock taken now, as the engine places
+    /// it (its wall clock is the database's where the engine has one), and that reading.
+    ///
+    /// The reading is taken after the clock query, which on PostgreSQL waits for the clock row's
+    /// lock: a reading taken before would be older than a checkpoint another writer saved
+    /// meanwhile, and look like the clock moving back.
     private func extrapolate(
-        _ tx: any RepositoryReading, at local: ClockReading? = nil
+        _ tx: any RepositoryReading
     ) throws -> (Extrapolation, Checkpoint, Lease, SoonestDeadlines, ClockReading) {
         let (stored, lease, soonest) = try tx.clocks()
         guard let checkpoint = stored else {
             throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
         }
-        let reading = try tx.clockReading(local ?? ClockReading(configuration.clock))
+        let reading = try tx.clockReading(ClockReading(configuration.clock))
         return (checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease, soonest, reading)
     }
 
@@ -181,10 +185,9 @@ public final class CountdownStore: Sendable {
     /// none will come due while the host stays as it is (an `active` countdown never comes due
     /// while suspended or while nobody holds the lease).
     func nextDueBoot() async throws(CountdownError) -> Int64? {
-        let clock = configuration.clock
-        return try await translatingErrors(path: path) {
+        try await translatingErrors(path: path) {
             try await using.run { try await engine.read { tx in
-                let (extrapolation, checkpoint, lease, soonest, reading) = try self.extrapolate(tx, at: ClockReading(clock))
+                let (extrapolation, checkpoint, lease, soonest, reading) = try self.extrapolate(tx)
                 self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
                 let time = self.raiseFloor(extrapolation.time)
                 var policies: [CountdownPolicy] = [.wall]
@@ -217,7 +220,7 @@ public final class CountdownStore: Sendable {
         // One reading for both: the new checkpoint's boot instant must be the one its clocks
         // were extrapolated to, or every transaction that straddles a millisecond would count
         // that millisecond twice.
-        let (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx, at: ClockReading(configuration.clock))
+        let (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
         let time = raiseFloor(extrapolation.time)
         let now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
         let expired = soonest.anyDue(at: time) ? try Self.expireDue(tx, now) : []
