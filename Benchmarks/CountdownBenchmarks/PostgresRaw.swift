@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import CountdownStorePostgres
 
 /// The raw PostgreSQL side of the benchmarks: the statements the store's PostgreSQL engine runs
 /// for the same work, sent through a `PostgresClient` with nothing else (no clock row, no
@@ -35,39 +36,11 @@ enum PostgresRaw {
         return PostgresQuery(unsafeSQL: sql, binds: bindings)
     }
 
-    /// The `PostgresClient` configuration for `url`: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`,
-    /// optionally `?host=/socket/folder` (a Unix socket) and `?sslmode=disable|prefer|require`;
-    /// the pool keeps postgres-nio's default size, as the store's own client does.
+    /// The `PostgresClient` configuration for `url`, read as the store reads its URLs
+    /// (`?host=`, `?sslmode=`); the pool keeps postgres-nio's default size, as the store's own
+    /// client does.
     static func configuration(url text: String) throws -> PostgresClient.Configuration {
-        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
-            ["postgres", "postgresql"].contains(scheme),
-            let user = components.percentEncodedUser?.removingPercentEncoding, !user.isEmpty
-        else {
-            throw BenchmarkError("invalid PostgreSQL URL: expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE")
-        }
-        let password = components.percentEncodedPassword?.removingPercentEncoding
-        let database = String(components.path.drop { $0 == "/" }).removingPercentEncoding.flatMap { $0.isEmpty ? nil : $0 }
-        var socketFolder: String?
-        var tls = PostgresClient.Configuration.TLS.prefer(.makeClientConfiguration())
-        for item in components.queryItems ?? [] {
-            switch (item.name, item.value) {
-            case ("host", let value): socketFolder = value
-            case ("sslmode", "disable"?): tls = .disable
-            case ("sslmode", "require"?): tls = .require(.makeClientConfiguration())
-            case ("sslmode", _): break
-            default: throw BenchmarkError("unknown parameter \(item.name) in the PostgreSQL URL (known: host, sslmode)")
-            }
-        }
-        if let socketFolder, socketFolder.hasPrefix("/") {
-            return PostgresClient.Configuration(
-                unixSocketPath: socketFolder + "/.s.PGSQL.\(components.port ?? 5432)", username: user, password: password,
-                database: database)
-        }
-        guard let host = socketFolder ?? components.host, !host.isEmpty else {
-            throw BenchmarkError("invalid PostgreSQL URL: it names no host")
-        }
-        return PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: password, database: database, tls: tls)
+        try PostgresURL(text).clientConfiguration
     }
 
     /// One item as read back: every column, decoded (as the engine decodes its rows).

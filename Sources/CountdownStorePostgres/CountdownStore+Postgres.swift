@@ -149,9 +149,9 @@ func notificationChannel(schema: String?) -> String {
     return "countdown_" + String(hash, radix: 16)
 }
 
-/// A `postgres://` URL taken apart.
-struct PostgresURL: Sendable {
-    var clientConfiguration: PostgresClient.Configuration
+/// A `postgres://` URL taken apart (the benchmarks read their server's URL with it too).
+package struct PostgresURL: Sendable {
+    package var clientConfiguration: PostgresClient.Configuration
     /// The URL without its password, for messages.
     var redacted: String
     /// `?schema=`.
@@ -159,7 +159,7 @@ struct PostgresURL: Sendable {
     /// `?wakeups=notify|poll`.
     var wakeUps: PostgresWakeUps?
 
-    init(_ text: String) throws(CountdownError) {
+    package init(_ text: String) throws(CountdownError) {
         let shown = Self.redact(text)
         func invalid(_ why: String) -> CountdownError {
             CountdownError(.invalidArgument, "invalid PostgreSQL URL \(quoted(shown, limit: 200)): \(why)")
