@@ -55,17 +55,18 @@ extension CountdownStore {
                 // The range ends at its last event for a reader: the rest is left for the next
                 // claim, or, behind a lapsed claim, handled (nothing there for a reader).
                 if index < claims.count - 1 {
-                    try tx.save(
-                        ConsumerClaim(
-                            consumer: name, firstID: last.id + 1, lastID: claims[index].lastID,
-                            ackedThrough: claims[index].lastID, claimant: claimant, claimedUntilMs: now.wall))
+                    let handled = ConsumerClaim(
+                        consumer: name, firstID: last.id + 1, lastID: claims[index].lastID,
+                        ackedThrough: claims[index].lastID, claimant: claimant, claimedUntilMs: now.wall)
+                    try tx.save(handled)
+                    claims.append(handled)
                 }
                 claims[index].lastID = last.id
             } else if events.isEmpty {
                 claims[index].ackedThrough = claims[index].lastID  // nothing for a reader: handled
             }
             try tx.save(claims[index])
-            try Self.moveCursor(name, try tx.consumerClaims(name), stored: cursor, atLeast: cursor, tx, now)
+            try Self.moveCursor(name, claims, stored: cursor, atLeast: cursor, tx, now)
             return events
         }
     }
