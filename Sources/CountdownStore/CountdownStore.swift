@@ -83,24 +83,28 @@ public final class CountdownStore: Sendable {
     /// When `body` refuses (throws a ``CountdownError``) the transaction is rolled back, except
     /// for the expiries it recorded on the way: a countdown found over stays over, with its event.
     ///
-    /// - Parameter notifies: whether the write changes items or events, so that waiters
-    ///   (the ticker, event streams) should look again once it commits. Recorded expiries notify
-    ///   whatever it says.
+    /// - Parameters:
+    ///   - notifies: whether the write changes items or events, so that waiters (the ticker,
+    ///     event streams) should look again once it commits. Recorded expiries notify whatever it says.
+    ///   - movesCheckpoint: whether the write moves the checkpoint or the lease whatever the
+    ///     engine (a heartbeat, suspending, calibrating, giving up the lease): it takes the clock
+    ///     row's lock first. Where writers run side by side, other writes leave the row alone
+    ///     unless they find the clock edited.
     func writing<T: Sendable>(
-        notifies: Bool = true,
+        notifies: Bool = true, movesCheckpoint: Bool = false,
         _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
     ) async throws(CountdownError) -> T {
-        try await writing(notifies: notifies) { tx, now, _ in try body(tx, now) }
+        try await writing(notifies: notifies, movesCheckpoint: movesCheckpoint) { tx, now, _ in try body(tx, now) }
     }
 
-    /// ``writing(notifies:_:)`` whose body also gets the countdowns that moving the clocks expired.
+    /// ``writing(notifies:movesCheckpoint:_:)`` whose body also gets the countdowns that moving the clocks expired.
     func writing<T: Sendable>(
-        notifies: Bool = true,
+        notifies: Bool = true, movesCheckpoint: Bool = false,
         _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
     ) async throws(CountdownError) -> T {
         let outcome: (result: Result<T, CountdownError>, expired: Bool) = try await translatingErrors(path: path) {
             try await using.run { try await engine.write { tx in
-                let (now, expired) = try self.advanceClocks(tx)
+                let (now, expired) = try self.advanceClocks(tx, movingCheckpoint: movesCheckpoint)
                 guard !expired.isEmpty else { return (.success(try body(tx, now, expired)), false) }
                 do {
                     return (.success(try tx.savepoint { try body(tx, now, expired) }), true)
@@ -213,31 +217,40 @@ public final class CountdownStore: Sendable {
         }
     }
 
-    /// Moves the checkpoint to now, recording a clock event when the system clock was moved,
-    /// and first the expiry of every countdown that came due since the last checkpoint (oldest
-    /// first), so that no checkpoint ever passes a deadline whose expiry is not recorded.
-    private func advanceClocks(_ tx: any RepositoryWriting) throws -> (Now, [ItemRecord]) {
+    /// Moves the clocks to now, recording first the expiry of every countdown that came due
+    /// since the last checkpoint (oldest first), then moves the checkpoint there, recording a
+    /// clock event when the system clock was moved: no checkpoint ever passes a deadline whose
+    /// expiry is not recorded.
+    ///
+    /// Where writers run side by side (``StorageEngine/writersRunSideBySide``), the checkpoint
+    /// moves only when `forced` or when the clock was edited (and no other instance holds a
+    /// live lease: the holder alone records clock events then), under the clock row's lock;
+    /// every other write leaves the row alone, so writers never queue on it. The clocks need no
+    /// move to stay exact: every reader extrapolates them from the last checkpoint.
+    private func advanceClocks(_ tx: any RepositoryWriting, movingCheckpoint forced: Bool) throws -> (Now, [ItemRecord]) {
+        let sideBySide = engine.writersRunSideBySide
+        if forced && sideBySide { try tx.lockClocks() }
         // One reading for both: the new checkpoint's boot instant must be the one its clocks
         // were extrapolated to, or every transaction that straddles a millisecond would count
         // that millisecond twice.
-        let (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
+        var (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
+        var moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
+        if moves && sideBySide && !forced {
+            // Found the clock edited: read the clocks again under the row's lock, which another
+            // writer moving the checkpoint may have held meanwhile.
+            try tx.lockClocks()
+            (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
+            moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
+        }
         let time = raiseFloor(extrapolation.time)
         let now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
         let expired = soonest.anyDue(at: time) ? try Self.expireDue(tx, now) : []
-        if engine.holderMovesCheckpoint, let holder = lease.holder, holder != instanceID,
-            lease.expiresAtMs > extrapolation.unflooredWall
-        {
-            // Another instance holds a live lease: it alone moves the checkpoint and records
-            // clock events, measured on its own boot clock; this write leaves the clock row as it is.
+        guard moves else {
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
             return (now, expired)
         }
         var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
-        let tolerance = configuration.clockEditTolerance.milliseconds
-        let edited =
-            extrapolation.sameBoot
-            ? abs(extrapolation.skew - checkpoint.clockSkew) > tolerance
-            : extrapolation.skew < -tolerance
+        let edited = clockEdited(extrapolation, checkpoint)
         if edited {
             try tx.append(
                 EventRecord(
@@ -257,6 +270,27 @@ public final class CountdownStore: Sendable {
         try tx.save(next, creating: false)
         remember(next, leaseExpiry: lease.expiresAtMs)
         return (now, expired)
+    }
+
+    /// Whether the system clock moved against the store clock since `checkpoint` by more than
+    /// the tolerance.
+    private func clockEdited(_ extrapolation: Extrapolation, _ checkpoint: Checkpoint) -> Bool {
+        let tolerance = configuration.clockEditTolerance.milliseconds
+        return extrapolation.sameBoot
+            ? abs(extrapolation.skew - checkpoint.clockSkew) > tolerance
+            : extrapolation.skew < -tolerance
+    }
+
+    /// Whether this write moves the checkpoint (see ``advanceClocks(_:movingCheckpoint:)``).
+    private func movesCheckpoint(_ extrapolation: Extrapolation, _ checkpoint: Checkpoint, _ lease: Lease, forced: Bool) -> Bool {
+        if let holder = lease.holder, holder != instanceID, lease.expiresAtMs > extrapolation.unflooredWall,
+            engine.writersRunSideBySide
+        {
+            // Another instance holds a live lease: it alone moves the checkpoint and records
+            // clock events, measured on its own boot clock.
+            return false
+        }
+        return forced || !engine.writersRunSideBySide || clockEdited(extrapolation, checkpoint)
     }
 
     /// Records the expiry of every running countdown due at `now`, oldest deadline first (the
@@ -296,7 +330,7 @@ public final class CountdownStore: Sendable {
         let me = instanceID
         let leaseMs = configuration.leaseDuration.milliseconds
         let suspended = state.withLock { $0.suspended }
-        return try await writing(notifies: false) { tx, time in
+        return try await writing(notifies: false, movesCheckpoint: true) { tx, time in
             let lease = try tx.lease()
             let free = lease.holder == nil || lease.expiresAtMs <= time.wall
             guard lease.holder == me || free else {
@@ -332,7 +366,7 @@ public final class CountdownStore: Sendable {
         state.withLock { $0.suspended = suspended }
         let me = instanceID
         let leaseMs = configuration.leaseDuration.milliseconds
-        try await writing { tx, time in
+        try await writing(movesCheckpoint: true) { tx, time in
             guard var checkpoint = try tx.checkpoint(), checkpoint.suspended != suspended else { return }
             checkpoint.suspended = suspended
             try tx.save(checkpoint, creating: false)
@@ -375,7 +409,7 @@ public final class CountdownStore: Sendable {
         let clock = configuration.clock
         let tolerance = configuration.clockEditTolerance.milliseconds
         let forwardLimit = Self.calibrationForwardLimit.milliseconds
-        let time = try await writing { tx, time in
+        let time = try await writing(movesCheckpoint: true) { tx, time in
             guard var checkpoint = try tx.checkpoint() else { return time.clocks }
             let difference = serverMs - time.wall
             if !force && (difference < -tolerance || difference > forwardLimit) {
@@ -418,7 +452,7 @@ public final class CountdownStore: Sendable {
         // An instance that never took the lease has nothing to give up and writes nothing.
         guard state.withLock({ $0.tookLease }) else { return }
         let me = instanceID
-        try await writing(notifies: false) { tx, time in
+        try await writing(notifies: false, movesCheckpoint: true) { tx, time in
             var lease = try tx.lease()
             if lease.holder == me {
                 lease.holder = nil

@@ -127,7 +127,7 @@ extension CountdownStore {
             serverClock: ServerClockEstimate(), runner: runner,
             databaseClock: databaseClock, wakeUps: wakeUps,
             clockStepToleranceMs: max(1, configuration.clockEditTolerance.milliseconds),
-            channel: notificationChannel(schema: schema))
+            channel: notificationChannel(schema: schema), eventLockKey: eventLockKey(schema: schema))
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first)
@@ -141,12 +141,22 @@ extension CountdownStore {
 func notificationChannel(schema: String?) -> String {
     guard let schema else { return "countdown" }
     if schema.utf8.count <= 50 { return "countdown_" + schema }
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a: stable across processes and machines
-    for byte in schema.utf8 {
+    return "countdown_" + String(stableHash(schema), radix: 16)
+}
+
+/// The key of the advisory lock under which the events of the store in `schema` are inserted.
+func eventLockKey(schema: String?) -> Int64 {
+    Int64(bitPattern: stableHash("CountdownStore events:" + (schema ?? "")))
+}
+
+/// FNV-1a of `text`: stable across processes and machines.
+func stableHash(_ text: String) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in text.utf8 {
         hash ^= UInt64(byte)
         hash = hash &* 0x100_0000_01b3
     }
-    return "countdown_" + String(hash, radix: 16)
+    return hash
 }
 
 /// A `postgres://` URL taken apart (the benchmarks read their server's URL with it too).

@@ -10,9 +10,10 @@ import PostgresNIO
 /// engine's own, where every statement waits for its result: the body stays one piece of code
 /// for both engines, and no thread of Swift's cooperative pool or of the event loops ever blocks.
 ///
-/// Writers are serialized by a lock on the `countdown_clock` row taken by the first query of
-/// each write transaction (SQLite's one writer at a time, so event IDs follow commit order);
-/// only the lease holder updates that row, so the lock is held for the body alone.
+/// Writers run side by side: each locks the rows of the countdowns it changes, and only the few
+/// writes that move the checkpoint or the lease lock the `countdown_clock` row. Their events go
+/// in last, under a transaction-scoped lock held to the commit, so event IDs become visible in
+/// order (see ``PostgresTransaction/flushEvents()``).
 struct PostgresEngine: StorageEngine {
     let client: PostgresClient
     /// `"schema".` to put before every table name, or empty for the connection's search path.
@@ -38,9 +39,12 @@ struct PostgresEngine: StorageEngine {
     let clockStepToleranceMs: Int64
     /// The NOTIFY channel of this store (one per schema).
     let channel: String
+    /// The key of the transaction-scoped advisory lock under which this store's events are
+    /// inserted (one per schema).
+    let eventLockKey: Int64
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
-    var holderMovesCheckpoint: Bool { true }
+    var writersRunSideBySide: Bool { true }
 
     // MARK: Transactions
 
@@ -52,8 +56,29 @@ struct PostgresEngine: StorageEngine {
         try await transaction(writing: true) { tx in try body(tx) }
     }
 
+    /// How many times a write the server chose as a deadlock's victim is run again.
+    static let deadlockRetries = 5
+
     /// Runs `body` in one transaction on a leased connection, on a thread of the engine's own.
+    ///
+    /// Writers run side by side and lock the rows of the countdowns they change; two that lock
+    /// the same rows in different orders (bulk operations over overlapping keys) deadlock, and
+    /// the server rolls one back: that one runs again, up to ``deadlockRetries`` times.
     func transaction<T: Sendable>(
+        writing: Bool, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
+    ) async throws -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                return try await attemptTransaction(writing: writing, body)
+            } catch let error as PostgresFailure where writing && error.isDeadlock && attempt <= Self.deadlockRetries {
+                logger.debug("a write was rolled back by a deadlock; running it again", metadata: ["attempt": "\(attempt)"])
+            }
+        }
+    }
+
+    private func attemptTransaction<T: Sendable>(
         writing: Bool, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
     ) async throws -> T {
         do {
@@ -63,10 +88,7 @@ struct PostgresEngine: StorageEngine {
                     try tx.execute(writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     do {
                         let value = try body(tx)
-                        if let wakeUp = tx.wakeUp {
-                            // Delivered at commit to every host listening, the lease holder among them.
-                            try tx.run("SELECT pg_notify($1, $2)", [.text(channel), .text(wakeUp)])
-                        }
+                        if writing { try tx.finish() }
                         try tx.execute("COMMIT")
                         return value
                     } catch {
@@ -277,6 +299,11 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
     /// The SQLSTATE the server sent, if it sent one.
     var sqlState: String? {
         (error as? PSQLError)?.serverInfo?[.sqlState]
+    }
+
+    /// Whether the server rolled the transaction back to break a deadlock (or a serialization failure).
+    var isDeadlock: Bool {
+        sqlState == "40P01" || sqlState == "40001"
     }
 
     func countdownError(place _: String) -> CountdownError {

@@ -18,6 +18,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// What this write tells the other hosts when it commits (a NOTIFY payload), if anything:
     /// `deadline` when it moved a next deadline earlier, `expired` when it recorded an expiry.
     private(set) var wakeUp: String?
+    /// Events appended and not inserted yet: they go in together at the end (see ``flushEvents()``).
+    private var pendingEvents: [EventRecord] = []
 
     init(engine: PostgresEngine, connection: PostgresConnection, writing: Bool) {
         self.engine = engine
@@ -72,7 +74,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
 
     /// The columns an insert writes (the database numbers new rows) and their placeholders.
     private static let insertColumns = itemColumns.replacingOccurrences(of: "id, key,", with: "key,")
-    private static let insertMarks = (1...19).map { "$\($0)" }.joined(separator: ", ")
+    private static let insertMarks = (1...19).map { "$\($0)" }
+    /// The types of the columns an insert writes, in order.
+    private static let insertTypes =
+        ["text", "text", "text", "text", "text"] + Array(repeating: "bigint", count: 11) + ["text", "bytea", "bigint"]
 
     private var selectItems: String { "SELECT \(Self.itemColumns) FROM \(p)countdowns" }
 
@@ -177,8 +182,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func clocks() throws -> (Checkpoint?, Lease, SoonestDeadlines) {
-        // A write transaction locks the clock row first: writers take turns, as on SQLite, so
-        // event IDs follow the order of commits. The server's clock comes in the same round trip.
+        // The server's clock comes in the same round trip. Writers do not lock the row here: the
+        // few that move the checkpoint lock it first (``lockClocks()``), so this statement's
+        // snapshot already shows what the writer before them saved.
         let sql = """
             SELECT \(Self.checkpointColumns), l.holder, l.acquired_at_ms, l.expires_at_ms,
                 (SELECT deadline_ms FROM \(p)countdowns
@@ -188,7 +194,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
                 floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
             FROM \(p)countdown_clock AS c LEFT JOIN \(p)countdown_lease AS l ON l.id = 1
             WHERE c.id = 1
-            """ + (writing ? " FOR UPDATE OF c" : "")
+            """
         guard let row = try run(sql).rows.first else { return (nil, try lease(), SoonestDeadlines()) }
         let r = row.makeRandomAccess()
         let checkpoint = try Self.checkpoint(r)
@@ -226,8 +232,13 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         return ClockReading(system: corrected, boot: local.boot, bootID: engine.bootScope)
     }
 
+    /// In a write transaction, what the store reads of items it may change stays locked until
+    /// the end: two writers changing one countdown take turns, and the second sees the first's
+    /// change (a countdown expired by one is not expired again by the other).
+    private var forUpdate: String { writing ? " FOR UPDATE" : "" }
+
     func item(key: String) throws -> ItemRecord? {
-        try run(selectItems + " WHERE key = $1", [.text(key)]).rows.first.map(Self.item)
+        try run(selectItems + " WHERE key = $1" + forUpdate, [.text(key)]).rows.first.map(Self.item)
     }
 
     /// Items matching `conditions` (SQL with `?` for each value), ordered and limited.
@@ -245,7 +256,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         }
         if let order { sql += " ORDER BY " + order }
         values.append(.int(Int64(limit)))
-        sql += " LIMIT $\(values.count)"
+        sql += " LIMIT $\(values.count)" + forUpdate
         return try run(sql, values).rows.map(Self.item)
     }
 
@@ -327,11 +338,13 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
-        try run(selectEvents + " WHERE id > $1 ORDER BY id LIMIT $2", [.int(afterID), .int(Int64(limit))]).rows.map(Self.event)
+        try flushEvents()
+        return try run(selectEvents + " WHERE id > $1 ORDER BY id LIMIT $2", [.int(afterID), .int(Int64(limit))]).rows.map(Self.event)
     }
 
     func lastEventID() throws -> Int64 {
-        try run("SELECT coalesce(max(id), 0) FROM \(p)countdown_events").rows.first?.decode(Int64.self) ?? 0
+        try flushEvents()
+        return try run("SELECT coalesce(max(id), 0) FROM \(p)countdown_events").rows.first?.decode(Int64.self) ?? 0
     }
 
     func retiredGeneration(key: String) throws -> Int64? {
@@ -345,6 +358,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
+        try flushEvents()
         guard let kinds else {
             return try run(selectEvents + " ORDER BY id DESC LIMIT $1", [.int(Int64(limit))]).rows.map(Self.event)
         }
@@ -356,11 +370,14 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func items(keys: [String]) throws -> [ItemRecord] {
+        // In key order, so that writers locking overlapping sets of keys take them in one order.
+        let keys = writing ? keys.sorted() : keys
         var found: [ItemRecord] = []
         for start in stride(from: 0, to: keys.count, by: 500) {
             let chunk = keys[start..<min(start + 500, keys.count)]
             let marks = chunk.indices.map { "$\($0 - start + 1)" }.joined(separator: ",")
-            found += try run(selectItems + " WHERE key IN (\(marks))", chunk.map { .text($0) }).rows.map(Self.item)
+            let order = writing ? " ORDER BY key" : ""
+            found += try run(selectItems + " WHERE key IN (\(marks))" + order + forUpdate, chunk.map { .text($0) }).rows.map(Self.item)
         }
         return found
     }
@@ -395,14 +412,22 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         savepoints += 1
         let name = "countdown_\(savepoints)"
         try execute("SAVEPOINT \(name)")
+        // Events the body appends are not inserted yet: rolling back drops them here.
+        let (pending, wakeUpBefore, soonestBefore) = (pendingEvents.count, wakeUp, soonestRead)
         do {
             let value = try body()
             try execute("RELEASE SAVEPOINT \(name)")
             return value
         } catch {
             try? execute("ROLLBACK TO SAVEPOINT \(name)")
+            if pendingEvents.count > pending { pendingEvents.removeSubrange(pending...) }
+            (wakeUp, soonestRead) = (wakeUpBefore, soonestBefore)
             throw error
         }
+    }
+
+    func lockClocks() throws {
+        try run("SELECT 1 FROM \(p)countdown_clock WHERE id = 1 FOR UPDATE")
     }
 
     func save(_ checkpoint: Checkpoint, creating: Bool) throws {
@@ -453,15 +478,25 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
 
     func insertNew(_ item: inout ItemRecord) throws -> Bool {
         noteDeadline(item)
-        if let retired = try retiredGeneration(key: item.key) {
-            item.generation = max(item.generation, retired + 1)
-        }
-        let result = try run(
-            "INSERT INTO \(p)countdowns (\(Self.insertColumns)) VALUES (\(Self.insertMarks)) ON CONFLICT (key) DO NOTHING RETURNING id",
-            Array(Self.itemValues(item).dropFirst()))
-        guard let id = try result.rows.first?.decode(Int64.self) else { return false }
-        item.id = id
+        // One round trip: the generation continues a removed key's, looked up in the statement.
+        let result = try run(insertNewSQL, Array(Self.itemValues(item).dropFirst()))
+        guard let row = result.rows.first else { return false }
+        (item.id, item.generation) = try row.decode((Int64, Int64).self)
         return true
+    }
+
+    /// The insert of a new item whose generation follows its key's retired one, if any; nothing
+    /// when the key exists. Every value is cast: in a SELECT, a null parameter has no type of its own.
+    private var insertNewSQL: String {
+        let marks = Self.insertMarks.enumerated().map { index, mark in
+            index == 6
+                ? "greatest(\(mark)::bigint, coalesce((SELECT generation + 1 FROM \(p)countdown_retired_keys WHERE key = $1::text), 0))"
+                : "\(mark)::\(Self.insertTypes[index])"
+        }
+        return """
+            INSERT INTO \(p)countdowns (\(Self.insertColumns)) SELECT \(marks.joined(separator: ", "))
+            ON CONFLICT (key) DO NOTHING RETURNING id, generation
+            """
     }
 
     func update(_ item: ItemRecord) throws {
@@ -487,15 +522,68 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
 
     func append(_ event: EventRecord) throws {
         if event.kind == "expired" { wakeUp = "expired" }
+        pendingEvents.append(event)
+    }
+
+    /// Inserts the events appended so far, under a lock on the events that this transaction
+    /// then holds until it ends, and queues the wake-up notification if there is one.
+    ///
+    /// Event IDs are numbered as they are inserted, and a consumer reads past every ID it has
+    /// seen: so IDs must become visible in order, never a lower one after a higher one. Writers
+    /// run side by side until their events go in; from there to the commit, the one holding the
+    /// lock is the only one inserting events, so its IDs follow every committed one and commit
+    /// before the next writer numbers any. The lock is transaction-scoped (an advisory lock
+    /// released at commit or rollback, which PgBouncer's transaction pooling keeps whole).
+    func flushEvents() throws {
+        while !pendingEvents.isEmpty {
+            // A statement binds at most 65,535 values: 1,000 events at a time.
+            let count = min(pendingEvents.count, 1_000)
+            try insertEvents(pendingEvents[..<count])
+            pendingEvents.removeFirst(count)
+        }
+    }
+
+    private func insertEvents(_ events: ArraySlice<EventRecord>) throws {
+        let columns = "kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
+        let types = ["text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bytea", "text", "int"]
+        var values: [Value] = [.int(engine.eventLockKey)]
+        var lock = "pg_advisory_xact_lock($1)"
+        if let wakeUp {
+            values += [.text(engine.channel), .text(wakeUp)]
+            lock += ", pg_notify($2, $3)"
+            self.wakeUp = nil
+        }
+        var rows: [String] = []
+        for (index, event) in events.enumerated() {
+            let row: [Value] =
+                [.text(event.kind), .text(event.key), .text(event.group), .int(event.generation), .int(event.atMs),
+                 .int(event.deadlineAtMs), .int(event.firedAtMs), .int(event.lateMs)]
+                + Self.payloadValues(event.payload) + [.text(event.detail), .int(Int64(index))]
+            var marks: [String] = []
+            for (column, value) in row.enumerated() {
+                values.append(value)
+                marks.append("$\(values.count)::\(types[column])")
+            }
+            rows.append("(" + marks.joined(separator: ", ") + ")")
+        }
+        // The lock is taken before any ID is drawn: no row of the join exists before its one row.
         try run(
             """
-            INSERT INTO \(p)countdown_events (kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms,
-                payload, payload_bytes, detail)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-            """,
-            [.text(event.kind), .text(event.key), .text(event.group), .int(event.generation), .int(event.atMs),
-             .int(event.deadlineAtMs), .int(event.firedAtMs), .int(event.lateMs)]
-                + Self.payloadValues(event.payload) + [.text(event.detail)])
+            WITH locked AS MATERIALIZED (SELECT \(lock))
+            INSERT INTO \(p)countdown_events (\(columns))
+            SELECT \(columns) FROM locked, (VALUES \(rows.joined(separator: ", "))) AS v(\(columns), ord)
+            ORDER BY ord
+            """, values)
+    }
+
+    /// What ends a write transaction before its COMMIT: the events not inserted yet, and the
+    /// wake-up notification if the events did not carry it.
+    func finish() throws {
+        try flushEvents()
+        if let wakeUp {
+            // Delivered at commit to every host listening, the lease holder among them.
+            try run("SELECT pg_notify($1, $2)", [.text(engine.channel), .text(wakeUp)])
+        }
     }
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {

@@ -136,11 +136,19 @@ extension RepositoryReading {
     package func clockReading(_ local: ClockReading) throws -> ClockReading { local }
 }
 
+extension RepositoryWriting {
+    package func lockClocks() throws {}
+}
+
 /// Writes inside one transaction.
 package protocol RepositoryWriting: RepositoryReading {
     /// Runs `body` in a savepoint: when it throws, what it wrote is rolled back and the rest of
     /// the transaction stays.
     func savepoint<T>(_ body: () throws -> T) throws -> T
+    /// Locks the clock row until the transaction ends; called before the clocks are read by a
+    /// write that moves the checkpoint or the lease, so that those writes take turns while the
+    /// others run side by side. SQLite has one writer at a time already: nothing to do.
+    func lockClocks() throws
     func save(_ checkpoint: Checkpoint, creating: Bool) throws
     func save(_ lease: Lease) throws
     /// Inserts `item` unless its key exists, continuing the generations of a removed key, and
@@ -207,10 +215,11 @@ package protocol StorageEngine: CountdownRepository {
     func close() throws
     /// What the engine adds to ``StoreDiagnostics`` (`clock`: this host's clock, to compare).
     func details(clock: any StoreClock) async throws -> [EngineDetail]
-    /// Whether only a live lease holder moves the checkpoint (writers of other instances leave
-    /// the clock row alone while the lease is live, so they never queue on it): engines shared by
-    /// hosts on several machines, whose clocks only the holder's boot clock measures.
-    var holderMovesCheckpoint: Bool { get }
+    /// Whether only the writes that must move the checkpoint do (the holder's heartbeats, clock
+    /// edits, suspending, calibrating), taking the clock row's lock first, while every other
+    /// write leaves the clock row alone and never queues on it: engines shared by hosts on
+    /// several machines, whose writers run side by side. Otherwise every write moves it.
+    var writersRunSideBySide: Bool { get }
     /// `local` as the time model must see it outside a transaction: the engine's estimate of its
     /// database's clock now (see ``RepositoryReading/clockReading(_:)``).
     func clockReading(_ local: ClockReading) -> ClockReading
@@ -220,6 +229,6 @@ extension StorageEngine {
     package var pushesForeignChanges: Bool { false }
     package func watchForeignChanges(clock: any StoreClock, _ changed: @escaping @Sendable () -> Void) async {}
     package func details(clock: any StoreClock) async throws -> [EngineDetail] { [] }
-    package var holderMovesCheckpoint: Bool { false }
+    package var writersRunSideBySide: Bool { false }
     package func clockReading(_ local: ClockReading) -> ClockReading { local }
 }
