@@ -53,7 +53,7 @@ extension CountdownStore {
                 group.addTask {
                     try await Self.prepareEngine(
                         client: client, schema: schema, place: place, runner: runner, wakeUps: wakeUps,
-                        configuration: configuration, databaseClock: true)
+                        configuration: configuration, databaseClock: true, beforeCommit: nil)
                 }
                 group.addTask {
                     try await Task.sleep(for: connectTimeout)
@@ -98,13 +98,13 @@ extension CountdownStore {
     /// for the server's (tests on virtual time).
     convenience init(
         client: PostgresClient, schema: String?, place: String, runner: ClientRunner?, wakeUps: PostgresWakeUps,
-        configuration: Configuration, databaseClock: Bool
+        configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)? = nil
     ) async throws(CountdownError) {
         let engine: PostgresEngine
         do {
             engine = try await Self.prepareEngine(
                 client: client, schema: schema, place: place, runner: runner, wakeUps: wakeUps,
-                configuration: configuration, databaseClock: databaseClock)
+                configuration: configuration, databaseClock: databaseClock, beforeCommit: beforeCommit)
         } catch {
             throw CountdownError(storage: error, path: nil)
         }
@@ -114,7 +114,7 @@ extension CountdownStore {
     /// The engine on `client`, its schema brought up to date and its clocks started.
     private static func prepareEngine(
         client: PostgresClient, schema: String?, place: String, runner: ClientRunner?, wakeUps: PostgresWakeUps,
-        configuration: Configuration, databaseClock: Bool
+        configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)?
     ) async throws -> PostgresEngine {
         if let schema, schema.isEmpty || schema.utf8.count > 63 || schema.contains("\0") {
             throw CountdownError(
@@ -127,7 +127,8 @@ extension CountdownStore {
             serverClock: ServerClockEstimate(), runner: runner,
             databaseClock: databaseClock, wakeUps: wakeUps,
             clockStepToleranceMs: max(1, configuration.clockEditTolerance.milliseconds),
-            channel: notificationChannel(schema: schema), eventLockKey: eventLockKey(schema: schema))
+            channel: notificationChannel(schema: schema), eventLockKey: eventLockKey(schema: schema),
+            beforeCommit: beforeCommit)
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first)

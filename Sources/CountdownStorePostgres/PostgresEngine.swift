@@ -42,6 +42,8 @@ struct PostgresEngine: StorageEngine {
     /// The key of the transaction-scoped advisory lock under which this store's events are
     /// inserted (one per schema).
     let eventLockKey: Int64
+    /// Called in every write transaction right before its COMMIT (tests hold a writer there).
+    let beforeCommit: (@Sendable () -> Void)?
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
     var writersRunSideBySide: Bool { true }
@@ -88,7 +90,10 @@ struct PostgresEngine: StorageEngine {
                     try tx.execute(writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     do {
                         let value = try body(tx)
-                        if writing { try tx.finish() }
+                        if writing {
+                            try tx.finish()
+                            beforeCommit?()
+                        }
                         try tx.execute("COMMIT")
                         return value
                     } catch {

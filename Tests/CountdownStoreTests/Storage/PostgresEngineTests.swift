@@ -188,4 +188,102 @@ struct PostgresHostsTests {
         let after = try await PostgresFixtures.snapshot(schema: schema).filter { $0.hasPrefix("countdown_clock") }
         #expect(before == after)
     }
+    @Test("A writer that numbered its events first commits first: another host's writer waits for it, so no reader sees a higher event ID before a lower one")
+    func eventIDsBecomeVisibleInOrder() async throws {
+        let schema = PostgresFixtures.newSchema()
+        let other = try await hosts(schema: schema)[1]
+        let order = HarnessLock<[String]>([])
+        let armed = HarnessLock(false)
+        // Once, right before its COMMIT (its events numbered), the first host starts a countdown
+        // on the other and gives that start up to a second to finish before committing.
+        let first = try await CountdownStore(
+            client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
+            configuration: CountdownStore.Configuration(leaseDuration: .seconds(120)), databaseClock: true,
+            beforeCommit: {
+                guard armed.withLock({ armed in defer { armed = false }; return armed }) else { return }
+                let finished = DispatchSemaphore(value: 0)
+                Task {
+                    _ = try? await other.start("second", duration: .minutes(5))
+                    order.withLock { $0.append("second") }
+                    finished.signal()
+                }
+                _ = finished.wait(timeout: .now() + 1)
+            })
+        try await first.start("warm-up", duration: .minutes(5))
+        armed.withLock { $0 = true }
+        try await first.start("first", duration: .minutes(5))
+        order.withLock { $0.append("first") }
+        let stop = Date().addingTimeInterval(10)
+        while order.withLock({ $0.count }) < 2, Date() < stop { try await Task.sleep(for: .milliseconds(10)) }
+        let ids = try await PostgresFixtures.client().query(
+            PostgresQuery(unsafeSQL: "SELECT key FROM \"\(schema)\".countdown_events WHERE kind = 'started' ORDER BY id")
+        ).decode(String.self).reduce(into: [String]()) { $0.append($1) }
+        #expect(ids == ["warm-up", "first", "second"])
+        #expect(order.withLock { $0 } == ["first", "second"], "the later-numbered write committed first")
+    }
+
+    @Test("Writers on three hosts run side by side: a reader following the events never skips one, each due countdown expires once")
+    func writersSideBySide() async throws {
+        let schema = PostgresFixtures.newSchema()
+        let stores = try await hosts(schema: schema)
+        guard case .held = try await stores[0].heartbeat() else { Issue.record("the first host did not take the lease"); return }
+        let client = try PostgresFixtures.client()
+        /// Event IDs above `cursor`, in order, as a consumer reads them (each query on its own snapshot).
+        let idsAfter = { (cursor: Int64) async throws -> [Int64] in
+            try await client.query(
+                PostgresQuery(unsafeSQL: "SELECT id FROM \"\(schema)\".countdown_events WHERE id > \(cursor) ORDER BY id")
+            ).decode(Int64.self).reduce(into: []) { $0.append($1) }
+        }
+        let finished = HarnessLock(false)
+        let writing = Task {
+            defer { finished.withLock { $0 = true } }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (host, store) in stores.enumerated() {
+                    for task in 0..<4 {
+                        group.addTask {
+                            for index in 0..<20 {
+                                let key = "h\(host)-t\(task)-\(index)"
+                                // Short deadlines: many come due while the others still write; every
+                                // fifth is cancelled before its deadline.
+                                let cancelled = index % 5 == 0
+                                try await store.start(key, duration: cancelled ? .minutes(10) : .milliseconds(1 + (index * 7) % 40))
+                                if cancelled { _ = try await store.cancel(key) }
+                                if index % 3 == 0 { try await store.expireDue() }
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        var seen: [Int64] = []
+        // Reads while the writers commit; one more read after they finished.
+        var done = false
+        while !done {
+            done = finished.withLock { $0 }
+            seen += try await idsAfter(seen.last ?? 0)
+        }
+        try await writing.value
+        // Every countdown not cancelled comes due within 40 ms: expire what is left, from every host at once.
+        let stop = Date().addingTimeInterval(30)
+        let running = { () async throws -> Int64 in
+            try await client.query(
+                PostgresQuery(unsafeSQL: "SELECT count(*) FROM \"\(schema)\".countdowns WHERE state = 'running'")
+            ).decode(Int64.self).reduce(0) { $0 + $1 }
+        }
+        // Due countdowns read as expired before their expiry is recorded: wait for the rows.
+        while try await running() > 0, Date() < stop {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for store in stores { group.addTask { try await store.expireDue() } }
+                try await group.waitForAll()
+            }
+        }
+        seen += try await idsAfter(seen.last ?? 0)
+        #expect(seen == (try await idsAfter(0)), "the reader skipped an event a later commit revealed")
+        let expired = try await client.query(
+            PostgresQuery(unsafeSQL: "SELECT key FROM \"\(schema)\".countdown_events WHERE kind = 'expired'")
+        ).decode(String.self).reduce(into: [String: Int]()) { $0[$1, default: 0] += 1 }
+        #expect(expired.count == 3 * 4 * 16, "every countdown not cancelled expired")
+        #expect(expired.values.allSatisfy { $0 == 1 }, "each expired once: \(expired.filter { $0.value != 1 })")
+    }
 }
