@@ -267,6 +267,12 @@ public final class CountdownStore: Sendable {
                 ])
         }
         if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew }
+        if let measured = tx.databaseClockSkew(wall: extrapolation.unflooredWall) {
+            // Hosts sharing the database read its clock less this skew: every checkpoint records
+            // it as measured now, so that their W stays the holder's (whose boot clock counts)
+            // to within the measurement's precision, whatever either clock drifted.
+            next.clockSkew = measured
+        }
         try tx.save(next, creating: false)
         remember(next, leaseExpiry: lease.expiresAtMs)
         return (now, expired)

@@ -128,7 +128,7 @@ extension CountdownStore {
             databaseClock: databaseClock, wakeUps: wakeUps,
             clockStepToleranceMs: max(1, configuration.clockEditTolerance.milliseconds),
             channel: notificationChannel(schema: schema), eventLockKey: eventLockKey(schema: schema),
-            beforeCommit: beforeCommit)
+            clock: configuration.clock, beforeCommit: beforeCommit)
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first)

@@ -42,6 +42,8 @@ struct PostgresEngine: StorageEngine {
     /// The key of the transaction-scoped advisory lock under which this store's events are
     /// inserted (one per schema).
     let eventLockKey: Int64
+    /// This host's clocks (the configuration's): the boot clock brackets each reading of the server's.
+    let clock: any StoreClock
     /// Called in every write transaction right before its COMMIT (tests hold a writer there).
     let beforeCommit: (@Sendable () -> Void)?
 

@@ -11,6 +11,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     let writing: Bool
     /// The server's clock and the checkpoint, as the last ``clocks()`` read them.
     private var serverMs: Int64?
+    /// This host's boot clock right before the last ``clocks()`` statement was sent.
+    private var bootBeforeClocks: Int64?
+    /// The server's clock at the instant of the last ``clockReading(_:)`` (uncorrected).
+    private var serverAtReading: Int64?
     private var checkpointRead: Checkpoint?
     /// The soonest deadlines as the last ``clocks()`` read them.
     private var soonestRead = SoonestDeadlines()
@@ -195,6 +199,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             FROM \(p)countdown_clock AS c LEFT JOIN \(p)countdown_lease AS l ON l.id = 1
             WHERE c.id = 1
             """
+        bootBeforeClocks = engine.clock.bootMilliseconds
         guard let row = try run(sql).rows.first else { return (nil, try lease(), SoonestDeadlines()) }
         let r = row.makeRandomAccess()
         let checkpoint = try Self.checkpoint(r)
@@ -212,11 +217,14 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         let server: Int64
         if !engine.databaseClock {
             server = local.system
-        } else if let serverMs {
-            server = serverMs
+        } else if let serverMs, let bootBeforeClocks {
+            // The server read its clock somewhere between the statement's sending and its result
+            // (`local` was read right after): take the middle, and carry it to `local`'s instant.
+            server = serverMs + max(0, local.boot - bootBeforeClocks) / 2
         } else {
             server = try run("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint").rows.first?.decode(Int64.self) ?? local.system
         }
+        serverAtReading = server
         let own = checkpointRead?.bootID == engine.bootScope
         let skew = checkpointRead?.clockSkew ?? 0
         var corrected = server - (own ? 0 : skew)
@@ -236,6 +244,14 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// the end: two writers changing one countdown take turns, and the second sees the first's
     /// change (a countdown expired by one is not expired again by the other).
     private var forUpdate: String { writing ? " FOR UPDATE" : "" }
+
+    /// How far the server's clock (with the calibration offset) is ahead of the store wall clock
+    /// `wall` at the last ``clockReading(_:)``: the skew a checkpoint at that reading records, so
+    /// that hosts reading the server's clock less it agree with the holder counting on its boot clock.
+    func databaseClockSkew(wall: Int64) -> Int64? {
+        guard engine.databaseClock, let serverAtReading else { return nil }
+        return serverAtReading + (checkpointRead?.calibrationOffset ?? 0) - wall
+    }
 
     func item(key: String) throws -> ItemRecord? {
         try run(selectItems + " WHERE key = $1" + forUpdate, [.text(key)]).rows.first.map(Self.item)

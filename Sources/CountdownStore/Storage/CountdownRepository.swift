@@ -130,10 +130,15 @@ package protocol RepositoryReading {
     /// model must see it: SQLite keeps it as it is; an engine whose database has a clock of its
     /// own puts that clock in place of the system clock, read in the same round trip as ``clocks()``.
     func clockReading(_ local: ClockReading) throws -> ClockReading
+    /// For an engine whose database has a clock of its own: how far that clock (plus the
+    /// calibration offset) is ahead of the store wall clock `wall`, at the instant of the last
+    /// ``clockReading(_:)``; `nil` for SQLite.
+    func databaseClockSkew(wall: Int64) -> Int64?
 }
 
 extension RepositoryReading {
     package func clockReading(_ local: ClockReading) throws -> ClockReading { local }
+    package func databaseClockSkew(wall: Int64) -> Int64? { nil }
 }
 
 extension RepositoryWriting {
