@@ -249,7 +249,11 @@ public final class CountdownStore: Sendable {
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
             return (now, expired)
         }
-        var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
+        // Where hosts share the checkpoint, it is their common mapping between W and the
+        // timelines: saved as extrapolated, never raised by this instance's own floor, which
+        // would shift the timelines against W for every other host.
+        var next = checkpoint.advanced(
+            to: sideBySide ? extrapolation.time : time, unflooredWall: extrapolation.unflooredWall, at: reading)
         let edited = clockEdited(extrapolation, checkpoint)
         if edited {
             try tx.append(
