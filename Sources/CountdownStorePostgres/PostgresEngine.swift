@@ -279,8 +279,37 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
         (error as? PSQLError)?.serverInfo?[.sqlState]
     }
 
+    /// Whether the connection failed rather than the statement: the server closed it or is
+    /// shutting down or starting up (SQLSTATE 57P01 admin_shutdown, 57P02 crash_shutdown,
+    /// 57P03 cannot_connect_now, 57P05 idle_session_timeout, class 08 connection exceptions),
+    /// the connection broke or was closing, or the pool could not open one. The store's own
+    /// pool being shut down (the store closed) is not transient.
+    var isTransient: Bool {
+        guard let psql = error as? PSQLError else {
+            // The pool's own failure that postgres-nio does not turn into a `PSQLError`: no
+            // connection could be opened for a while (its circuit breaker tripped). Its type
+            // lives in a module of postgres-nio's own, so it is told by its name.
+            return String(describing: type(of: error)) == "ConnectionPoolError"
+        }
+        switch psql.code {
+        case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown:
+            // (A query sent on a connection already closing after the server's error is
+            // reported as closed by the client.)
+            return true
+        case .server:
+            guard let sqlState else { return false }
+            return ["57P01", "57P02", "57P03", "57P05"].contains(sqlState) || sqlState.hasPrefix("08")
+        default:
+            return false
+        }
+    }
+
     func countdownError(place _: String) -> CountdownError {
         let where_ = " at \(place)"
+        if isTransient, let psql = error as? PSQLError {
+            let reason = psql.serverInfo?[.message].map { "\($0) (SQLSTATE \(sqlState ?? ""))" } ?? "\(psql.code)"
+            return CountdownError(.ioFailure, "lost the connection to the database\(where_): \(reason)", underlying: self)
+        }
         guard let psql = error as? PSQLError else {
             // The pool's own failures: no connection could be made.
             return CountdownError(.ioFailure, "could not reach the database\(where_): \(error)", underlying: self)
