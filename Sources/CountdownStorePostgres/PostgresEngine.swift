@@ -119,9 +119,11 @@ struct PostgresEngine: StorageEngine {
     func foreignChangeToken() async throws -> Int {
         do {
             let value = try await client.withConnection { connection in
-                try await connection.query(
-                    PostgresQuery(unsafeSQL: "SELECT coalesce(max(id), 0) FROM \(prefix)countdown_events"), logger: logger
-                ).collect().first?.decode(Int64.self) ?? 0
+                let result = try await Blocking.result(
+                    of: connection.query(
+                        PostgresQuery(unsafeSQL: "SELECT coalesce(max(id), 0) FROM \(prefix)countdown_events"), logger: logger),
+                    on: connection)
+                return try result.rows.first?.decode(Int64.self) ?? 0
             }
             return Int(truncatingIfNeeded: value)
         } catch {
@@ -293,6 +295,65 @@ enum Blocking {
     }
 }
 
+/// The connection closed and a statement sent on it got no result: postgres-nio drops a
+/// statement written to a connection that has just closed (a server restart, a terminated
+/// session) without failing it.
+struct ConnectionLost: Error, CustomStringConvertible {
+    var description: String { "the connection closed before the statement's result came" }
+}
+
+extension Blocking {
+    /// How long a statement's own failure may follow the closing of its connection.
+    static let closingGraceMs = 1000
+
+    /// Waits on this thread for `future`, the result of a statement on `connection`; throws
+    /// ``ConnectionLost`` if the connection has closed and the result still has not come a
+    /// moment later. (The connection is looked at every 0.1 s while the statement runs: a
+    /// callback on its closing would stay registered for as long as the connection lives.)
+    static func wait<T: Sendable>(for future: EventLoopFuture<T>, on connection: PostgresConnection) throws -> T {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = OutcomeBox<T>()
+        future.whenComplete { result in
+            outcome.set(result)
+            done.signal()
+        }
+        var closedAt: DispatchTime?
+        while true {
+            if done.wait(timeout: .now() + .milliseconds(100)) == .success, let result = outcome.get() {
+                return try result.get()
+            }
+            guard connection.isClosed else { continue }
+            // Closed: the statement's own failure (with the server's reason) normally follows at once.
+            let now = DispatchTime.now()
+            let since = closedAt ?? now
+            closedAt = since
+            if now >= since + .milliseconds(closingGraceMs) { throw ConnectionLost() }
+        }
+    }
+
+    /// ``wait(for:on:)`` for async callers: the same race, without blocking a thread.
+    static func result<T: Sendable>(of future: EventLoopFuture<T>, on connection: PostgresConnection) async throws -> T {
+        try await run { try wait(for: future, on: connection) }
+    }
+}
+
+/// A statement's result, set once from an event loop and read from the waiting thread.
+final class OutcomeBox<T: Sendable>: @unchecked Sendable {
+    // Safe: `value` is only touched under `lock`.
+    private let lock = NSLock()
+    private var value: Result<T, any Error>?
+
+    /// Keeps `result`.
+    func set(_ result: Result<T, any Error>) {
+        lock.withLock { value = result }
+    }
+
+    /// The result, once set.
+    func get() -> Result<T, any Error>? {
+        lock.withLock { value }
+    }
+}
+
 /// A failure of PostgreSQL or of the connection to it, as the store reports it.
 struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
     let error: any Error
@@ -313,8 +374,40 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
         sqlState == "40P01" || sqlState == "40001"
     }
 
+    /// Whether the connection failed rather than the statement: the server closed it or is
+    /// shutting down or starting up (SQLSTATE 57P01 admin_shutdown, 57P02 crash_shutdown,
+    /// 57P03 cannot_connect_now, 57P05 idle_session_timeout, 25P03 idle-in-transaction
+    /// timeout — a server whose clock jumps can fire it early —, class 08 connection exceptions),
+    /// the connection broke or was closing, or the pool could not open one. The store's own
+    /// pool being shut down (the store closed) is not transient.
+    var isTransient: Bool {
+        if error is ConnectionLost { return true }
+        guard let psql = error as? PSQLError else {
+            // The pool's own failure that postgres-nio does not turn into a `PSQLError`: no
+            // connection could be opened for a while (its circuit breaker tripped). Its type
+            // lives in a module of postgres-nio's own, so it is told by its name.
+            return String(describing: type(of: error)) == "ConnectionPoolError"
+        }
+        switch psql.code {
+        case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown:
+            // (A query sent on a connection already closing after the server's error is
+            // reported as closed by the client.)
+            return true
+        case .server:
+            guard let sqlState else { return false }
+            return ["57P01", "57P02", "57P03", "57P05", "25P03"].contains(sqlState) || sqlState.hasPrefix("08")
+        default:
+            return false
+        }
+    }
+
     func countdownError(place _: String) -> CountdownError {
         let where_ = " at \(place)"
+        if isTransient, error is ConnectionLost || error is PSQLError {
+            let psql = error as? PSQLError
+            let reason = psql?.serverInfo?[.message].map { "\($0) (SQLSTATE \(sqlState ?? ""))" } ?? psql.map { "\($0.code)" } ?? "\(error)"
+            return CountdownError(.ioFailure, "lost the connection to the database\(where_): \(reason)", underlying: self)
+        }
         guard let psql = error as? PSQLError else {
             // The pool's own failures: no connection could be made.
             return CountdownError(.ioFailure, "could not reach the database\(where_): \(error)", underlying: self)

@@ -48,7 +48,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             case .null: bindings.appendNull()
             }
         }
-        let result = try connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: engine.logger).wait()
+        let result = try Blocking.wait(for: connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: engine.logger), on: connection)
         return (Array(result.rows), result.metadata.rows ?? 0)
     }
 

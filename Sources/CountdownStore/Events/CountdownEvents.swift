@@ -61,6 +61,8 @@ public struct CountdownEvents: AsyncSequence, Sendable {
         var bufferIndex = 0
         /// The reader of a named consumer this iterator is.
         let consumer: Reader?
+        /// The pauses after a lost connection.
+        var retry = ConnectionRetry()
 
         init(store: CountdownStore, filter: EventFilter, after: Int64, consumer: Reader?) {
             self.store = store
@@ -71,7 +73,11 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 
         /// The next event, waiting for it as long as needed; `nil` once the task is cancelled.
         ///
-        /// - Throws: ``CountdownError`` when the database cannot be read.
+        /// A lost connection to the database (a PostgreSQL server restarting, a terminated
+        /// session) does not end the sequence: it is logged as a warning and the read is tried
+        /// again, 0.1 s later, then up to 1 s apart, until it succeeds.
+        ///
+        /// - Throws: ``CountdownError`` when the database cannot be read for any other reason.
         public mutating func next() async throws -> CountdownEvent? {
             while !Task.isCancelled {
                 if bufferIndex < buffer.count {
@@ -79,21 +85,35 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                     return buffer[bufferIndex]
                 }
                 let version = store.changes.version
+                let clock = store.configuration.clock
                 var wait: Bool
-                if let consumer {
-                    let claimed = try await store.claimEvents(consumer: consumer.consumer, claimant: consumer.name, filter: filter)
-                    buffer = claimed ?? []
-                    wait = claimed == nil
-                } else {
-                    let (events, last) = try await store.deliverableEvents(after: after, filter: filter, limit: 256)
-                    after = last
-                    buffer = events
-                    wait = events.isEmpty
+                do {
+                    if let consumer {
+                        let claimed = try await store.claimEvents(consumer: consumer.consumer, claimant: consumer.name, filter: filter)
+                        buffer = claimed ?? []
+                        wait = claimed == nil
+                    } else {
+                        let (events, last) = try await store.deliverableEvents(after: after, filter: filter, limit: 256)
+                        after = last
+                        buffer = events
+                        wait = events.isEmpty
+                    }
+                    retry.succeeded(store.configuration.logger)
+                } catch {
+                    guard error.isTransient, !Task.isCancelled else { throw error }
+                    // The connection was lost (a PostgreSQL server restarting): the same reader
+                    // asks again after a pause, keeping what it has claimed.
+                    let delayMs = retry.failed(error, store.configuration.logger)
+                    do {
+                        try await store.changes.wait(after: version, orUntilBoot: clock.bootMilliseconds + delayMs, on: clock)
+                    } catch {
+                        break
+                    }
+                    continue
                 }
                 bufferIndex = 0
                 if wait {
                     do {
-                        let clock = store.configuration.clock
                         try await store.changes.wait(
                             after: version, orUntilBoot: clock.bootMilliseconds + 250, on: clock)
                     } catch {

@@ -5,6 +5,16 @@ import Foundation
 package protocol StorageFailure: Error {
     /// The failure as a ``CountdownError`` whose message names `place` (" at 'PATH'", or empty).
     func countdownError(place: String) -> CountdownError
+
+    /// Whether the failure is the connection's, not the data's: the connection was lost or
+    /// refused (a server restarting or shutting down, a terminated session), so the same call
+    /// may succeed once the engine has connected again. A running ticker retries these.
+    var isTransient: Bool { get }
+}
+
+extension StorageFailure {
+    /// No failure is transient unless the engine says so (SQLite's never are).
+    package var isTransient: Bool { false }
 }
 
 /// Turns storage failures into ``CountdownError``s; lets ``CountdownError``s through.
@@ -26,6 +36,12 @@ func translatingErrorsNow<T>(path: String? = nil, _ body: () throws -> T) throws
 }
 
 extension CountdownError {
+    /// Whether this is a storage failure of the connection to the database rather than of the
+    /// data (see ``StorageFailure/isTransient``): the same call may succeed when tried again.
+    package var isTransient: Bool {
+        (underlyingError as? any StorageFailure)?.isTransient ?? false
+    }
+
     /// A storage failure described for people, with a code to switch on, the database's place,
     /// and the failure itself as ``CountdownError/underlyingError``.
     package init(storage error: any Error, path: String?) {

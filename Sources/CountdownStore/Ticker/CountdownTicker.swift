@@ -66,8 +66,12 @@ public final class CountdownTicker: Service, Sendable {
     /// Runs the timer loop until the task is cancelled or the service group shuts down gracefully;
     /// then writes a final heartbeat and frees the lease.
     ///
-    /// - Throws: ``CountdownError`` when the store cannot be read or written, or when this
-    ///   ticker is already running.
+    /// A lost connection to the database (a PostgreSQL server restarting, a terminated session)
+    /// does not stop it: it logs a warning and tries again after 0.1 s, then up to 1 s apart,
+    /// heartbeat first, not counting itself the lease holder until a heartbeat succeeds.
+    ///
+    /// - Throws: ``CountdownError`` when the store cannot be read or written for any other
+    ///   reason, or when this ticker is already running.
     public func run() async throws {
         let alreadyRunning = state.withLock { state in
             defer { state.running = true }
@@ -117,7 +121,13 @@ public final class CountdownTicker: Service, Sendable {
             throw failure
         }
         // A fresh task: the final heartbeat must be written even though this one is cancelled.
-        try await Task { try await self.store.releaseLease() }.value
+        do {
+            try await Task { try await self.store.releaseLease() }.value
+        } catch let error as CountdownError where error.isTransient {
+            // The database cannot be reached now: the lease runs out by itself.
+            store.configuration.logger.warning(
+                "could not give up the countdown lease; it runs out by itself", metadata: ["error": "\(error)"])
+        }
     }
 
     // MARK: - The loop
@@ -133,49 +143,73 @@ public final class CountdownTicker: Service, Sendable {
         var dueBoot: Int64?
         var holding: Bool?
 
+        var retry = ConnectionRetry()
+
         while true {
             try Task.checkCancellation()
             let passBoot = clock.bootMilliseconds
             let version = store.changes.version
-
-            if passBoot >= nextHeartbeat {
-                let status = try await store.heartbeat()
-                let nowHolding = if case .held = status { true } else { false }
-                if nowHolding != holding {
-                    // Said at the first heartbeat too, whichever it is: a ticker that starts beside a
-                    // live lease (another process's, or a dead one's not yet run out) stands by.
-                    if case .heldElsewhere(let holder, let until) = status {
-                        logger.info(
-                            "standing by: another process holds the lease",
-                            metadata: ["holder": "\(holder)", "until": "\(StoreTime.iso8601(until))"])
-                    } else {
-                        logger.info("holding the countdown lease")
+            let nextTick: Int64?
+            do {
+                if passBoot >= nextHeartbeat {
+                    let status = try await store.heartbeat()
+                    let nowHolding = if case .held = status { true } else { false }
+                    if nowHolding != holding {
+                        // Said at the first heartbeat too, whichever it is: a ticker that starts beside a
+                        // live lease (another process's, or a dead one's not yet run out) stands by.
+                        if case .heldElsewhere(let holder, let until) = status {
+                            logger.info(
+                                "standing by: another process holds the lease",
+                                metadata: ["holder": "\(holder)", "until": "\(StoreTime.iso8601(until))"])
+                        } else {
+                            logger.info("holding the countdown lease")
+                        }
+                        seenVersion = version &- 1  // the deadlines that matter have changed
                     }
-                    seenVersion = version &- 1  // the deadlines that matter have changed
+                    holding = nowHolding
+                    state.withLock { $0.lease = status }
+                    nextHeartbeat = passBoot + heartbeatMs
                 }
-                holding = nowHolding
-                state.withLock { $0.lease = status }
-                nextHeartbeat = passBoot + heartbeatMs
-            }
-            if passBoot >= nextPoll {
-                let current = try await store.foreignChangeToken()
-                if let foreignChanges, current != foreignChanges {
-                    store.changes.bump()  // another process wrote: look again now
+                if passBoot >= nextPoll {
+                    let current = try await store.foreignChangeToken()
+                    if let foreignChanges, current != foreignChanges {
+                        store.changes.bump()  // another process wrote: look again now
+                    }
+                    foreignChanges = current
+                    nextPoll = passBoot + Self.pollMs
                 }
-                foreignChanges = current
-                nextPoll = passBoot + Self.pollMs
+                if store.changes.version != seenVersion {
+                    seenVersion = store.changes.version
+                    state.withLock { $0.tickItemsStale = true }
+                    dueBoot = holding == true ? try await store.nextDueBoot() : nil
+                }
+                if holding == true, let due = dueBoot, clock.bootMilliseconds >= due {
+                    // Record every expiry due, oldest first, in one transaction.
+                    try await store.expireDue()
+                    retry.succeeded(logger)
+                    continue  // the expiries bumped the version: look at the next deadline
+                }
+                nextTick = try await emitTicks()
+                retry.succeeded(logger)
+            } catch let error as CountdownError where error.isTransient && !Task.isCancelled {
+                // The connection was lost (a server restart, a terminated session): try again
+                // after a pause, heartbeat first. Until a heartbeat succeeds this ticker does not
+                // count itself the holder; its lease may run out meanwhile, and another
+                // process's ticker take it over under a new term.
+                let delayMs = retry.failed(error, logger)
+                holding = nil
+                dueBoot = nil
+                nextHeartbeat = Int64.min
+                nextPoll = Int64.min
+                seenVersion = store.changes.version &- 1
+                let wake = clock.bootMilliseconds + delayMs
+                let current = store.changes.version
+                markAsleep(until: wake, version: current)
+                defer { markAwake() }
+                // A write of this store (which reached the database) ends the pause early.
+                try await store.changes.wait(after: current, orUntilBoot: wake, on: clock)
+                continue
             }
-            if store.changes.version != seenVersion {
-                seenVersion = store.changes.version
-                state.withLock { $0.tickItemsStale = true }
-                dueBoot = holding == true ? try await store.nextDueBoot() : nil
-            }
-            if holding == true, let due = dueBoot, clock.bootMilliseconds >= due {
-                // Record every expiry due, oldest first, in one transaction.
-                try await store.expireDue()
-                continue  // the expiries bumped the version: look at the next deadline
-            }
-            let nextTick = try await emitTicks()
 
             var wake = min(passBoot + Self.capMs, nextHeartbeat, nextPoll)
             if let dueBoot { wake = min(wake, dueBoot) }
@@ -348,5 +382,40 @@ extension CountdownStore {
             }
             return items
         }
+    }
+}
+
+/// The pauses between attempts after the database connection was lost (a ticker's, an event
+/// reader's): 0.1 s, doubling up to 1 s, back to 0.1 s after an attempt that succeeds.
+package struct ConnectionRetry: Sendable {
+    /// The first pause.
+    package static let firstDelayMs: Int64 = 100
+    /// The longest pause.
+    package static let longestDelayMs: Int64 = 1000
+
+    /// How many attempts in a row failed.
+    package private(set) var failures = 0
+    private var delayMs = Self.firstDelayMs
+
+    /// No attempt yet.
+    package init() {}
+
+    /// Records a failed attempt, logging it as a warning; returns the pause before the next.
+    package mutating func failed(_ error: CountdownError, _ logger: Logger) -> Int64 {
+        let pause = delayMs
+        failures += 1
+        logger.warning(
+            "lost the database connection; trying again",
+            metadata: ["error": "\(error)", "attempt": "\(failures)", "retry_in_ms": "\(pause)"])
+        delayMs = min(Self.longestDelayMs, delayMs * 2)
+        return pause
+    }
+
+    /// Records a successful attempt: after failures, says the connection is back.
+    package mutating func succeeded(_ logger: Logger) {
+        guard failures > 0 else { return }
+        logger.info("connected to the database again", metadata: ["failed_attempts": "\(failures)"])
+        failures = 0
+        delayMs = Self.firstDelayMs
     }
 }

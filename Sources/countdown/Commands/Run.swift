@@ -84,8 +84,30 @@ struct ExpiryOutput {
                 guard try await Self.runUntilSuccess(command, for: event) else { return }
             }
             if let named {
-                // Written means handled: the acknowledgement completes even if a stop arrives now.
-                try await Task { try await named.acknowledge(event) }.value
+                guard try await Self.acknowledge(event, of: named) else { return }
+            }
+        }
+    }
+
+    /// Acknowledges `event`: written means handled, so the acknowledgement completes even if a
+    /// stop arrives while it is written. A lost connection to the database (a server
+    /// restarting) is retried, 0.1 s later, then up to 1 s apart, until it succeeds or a stop
+    /// arrives; returns false after a stop (the event is then delivered again).
+    static func acknowledge(_ event: CountdownEvent, of consumer: EventConsumer) async throws -> Bool {
+        var retry = ConnectionRetry()
+        while true {
+            do {
+                try await Task { try await consumer.acknowledge(event) }.value
+                retry.succeeded(toolLogger)
+                return true
+            } catch let error as CountdownError where error.isTransient && !Task.isCancelled {
+                let delayMs = retry.failed(error, toolLogger)
+                do {
+                    let clock = SystemClock()
+                    try await clock.sleep(untilBootMilliseconds: clock.bootMilliseconds + delayMs)
+                } catch {
+                    return false
+                }
             }
         }
     }

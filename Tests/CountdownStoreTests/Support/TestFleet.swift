@@ -294,10 +294,10 @@ func clientPorts(toAddress address: String, port: Int) -> [Int] {
 /// A `countdown run --consumer mailer` process of a fleet. Its stdout goes to a file, so that the
 /// test reads what it printed while it runs; its stderr is kept for reports.
 ///
-/// A host whose connection to the database fails exits with status 74, as documented (the
-/// ticker stops with the error for the host to be restarted). Where a scenario allows it
-/// (``allowRestarts``), such a host is started again with the same arguments, as a service
-/// manager would, and the exit is counted; any other end fails the test with its stderr.
+/// A host rides out a lost connection to the database (it tries again) and exits with status
+/// 74 on any other storage failure. Where a scenario allows it (``allowRestarts``), a host that
+/// exits with 74 is started again with the same arguments, as a service manager would, and the
+/// exit is counted; any other end fails the test with its stderr.
 final class FleetHost: Sendable {
     let name: String
     let outputPath: String

@@ -1,0 +1,81 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+@testable import CountdownStore
+@testable import CountdownStorePostgres
+
+@Suite("PostgreSQL server restarts", .enabled(if: TestPostgres.serverBinariesAvailable), .timeLimit(.minutes(2)))
+struct PostgresRestartTests {
+    /// How many server processes wait for a lock.
+    private func waitingForLocks(_ client: PostgresClient) async throws -> Int {
+        try await client.query("SELECT count(*)::bigint FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            .decode(Int64.self).first { _ in true }.map(Int.init) ?? 0
+    }
+
+    @Test("A ticker whose heartbeat is cut by a fast server restart keeps running, heartbeats again and expires the item afterwards")
+    func tickerRidesOutAServerRestart() async throws {
+        let server = try TestPostgres.dedicated()
+        defer { server.discard() }
+        try await server.withClient { client in
+            let clock = VirtualClock()
+            let records = RecordingLogHandler.Records()
+            let configuration = CountdownStore.Configuration(
+                clock: clock, logger: Logger(label: "restart") { _ in RecordingLogHandler(records: records) })
+            let schema = PostgresFixtures.newSchema()
+            let store = try await CountdownStore(
+                client: client, schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .notifications,
+                configuration: configuration, databaseClock: false)
+            let running = await RunningTicker(store)
+            try await store.start("after-restart", duration: .seconds(5))
+            await running.advance(clock, by: .seconds(1))
+            guard case .held = running.ticker.leaseStatus else {
+                Issue.record("the ticker holds the lease: \(String(describing: running.ticker.leaseStatus))")
+                return
+            }
+
+            // A session of the test's own holds the clock row, so that the ticker's next
+            // heartbeat is under way on the server, waiting for the lock, when the server restarts.
+            let (release, releaseNow) = AsyncStream.makeStream(of: Void.self)
+            let locked = Locked(false)
+            let holder = Task {
+                try await server.withClient { other in
+                    try await other.withConnection { connection in
+                        _ = try await connection.query("BEGIN", logger: Logger(label: "restart-test"))
+                        _ = try await connection.query(
+                            PostgresQuery(unsafeSQL: "SELECT 1 FROM \"\(schema)\".countdown_clock WHERE id = 1 FOR UPDATE"),
+                            logger: Logger(label: "restart-test"))
+                        locked.withLock { $0 = true }
+                        for await _ in release {}
+                    }
+                }
+            }
+            try await eventually("the test holds the clock row") { locked.withLock { $0 } }
+            clock.advance(by: .seconds(1))  // a heartbeat is due
+            try await eventually("the ticker's heartbeat waits for the clock row") { try await waitingForLocks(client) >= 1 }
+
+            try await onThread { Result { try server.pgCtl(["restart", "-m", "fast"]) } }.get()
+            releaseNow.finish()
+            _ = await holder.result  // its session ended with the restart
+
+            // Time moves on past the deadline: the ticker reconnects and records the expiry.
+            try await eventually("the ticker expired the item after the restart", limit: 60) {
+                await running.advance(clock, by: .milliseconds(250))
+                // (The test's own read may meet a connection the restart closed: it looks again.)
+                return (try? await events(store, kind: "expired"))?.count == 1
+            }
+            #expect(try await events(store, key: "after-restart", kind: "expired").count == 1)
+            #expect(try await store.countdown("after-restart")?.state == .expired)
+            let warnings = records.all.filter { $0.0 == .warning }.map(\.1)
+            #expect(warnings.contains("lost the database connection; trying again"), "the lost connection was logged: \(warnings)")
+            #expect(records.all.contains { $0.1 == "connected to the database again" })
+            guard case .held = running.ticker.leaseStatus else {
+                Issue.record("the ticker runs and holds the lease again: \(String(describing: running.ticker.leaseStatus))")
+                return
+            }
+            try await running.stop()
+            try await store.close()
+        }
+    }
+}
