@@ -61,15 +61,18 @@ public struct StoreTime: Sendable, Hashable, Codable {
         }
     }
 
-    /// This reading, raised where needed so that no clock reads below `floor`.
+    /// This reading, raised where needed so that neither W nor an item timeline (`A + G`, `A`)
+    /// reads below `floor`: the in-process guarantee that no remaining time ever grows back.
     ///
-    /// `A + G` may only grow by what this reading adds over the floor, so a raised `A`
-    /// comes out of `G`: the in-process guarantee that no clock ever goes backwards.
+    /// `A + G` is raised only as far as the floor's, so a raised `A` comes out of `G`. `G` alone
+    /// may read below the floor's: an earlier reading may have counted as background gap time
+    /// that the lease holder's checkpoint, committed meanwhile, counted as active. Raising `G`
+    /// too would push `A + G` ahead of W and place the deadlines of `wall` items early.
     func notBelow(_ floor: StoreTime) -> StoreTime {
         let wall = max(self.wall, floor.wall)
         let active = max(self.active, floor.active)
         let total = max(self.active + self.gap, floor.active + floor.gap)
-        return StoreTime(wall: wall, active: active, gap: max(total - active, floor.gap))
+        return StoreTime(wall: wall, active: active, gap: total - active)
     }
 }
 

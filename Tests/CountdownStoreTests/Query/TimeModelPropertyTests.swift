@@ -296,7 +296,7 @@ struct TimeModelPropertyTests {
                 let total = max(a + g, floor.active + floor.gap)
                 if floor.active > a { seen["A held at an earlier reading after the lease ran out", default: 0] += 1 }
                 a = max(a, floor.active)
-                g = max(total - a, floor.gap)
+                g = total - a
             }
             let before = (active: active, gap: gap, at: observedAt)
             floor = (a, g)

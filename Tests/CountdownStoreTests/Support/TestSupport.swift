@@ -42,11 +42,13 @@ struct Fixture {
 
     var path: String { folder.path() }
 
-    /// Opens the store (again) on the same file or schema.
-    func open() async throws -> CountdownStore {
+    /// Opens the store (again) on the same file or schema; with `clock`, as a host on that clock.
+    func open(clock: VirtualClock? = nil) async throws -> CountdownStore {
+        var configuration = configuration
+        if let clock { configuration.clock = clock }
         switch engine {
-        case .sqlite: try CountdownStore(path: path, configuration: configuration)
-        case .postgres: try await PostgresFixtures.open(schema: schema, configuration: configuration)
+        case .sqlite: return try CountdownStore(path: path, configuration: configuration)
+        case .postgres: return try await PostgresFixtures.open(schema: schema, configuration: configuration)
         }
     }
 
