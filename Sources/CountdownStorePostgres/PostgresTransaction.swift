@@ -603,8 +603,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
+        // Hosts of a fleet open one consumer side by side: the first creates it, the others keep it.
         try run(
-            "INSERT INTO \(p)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3)",
+            "INSERT INTO \(p)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
             [.text(name), .int(cursor), .int(wallMs)])
     }
 

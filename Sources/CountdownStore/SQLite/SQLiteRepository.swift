@@ -520,7 +520,7 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
-        try db.run("INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?, ?, ?)") { values in
+        try db.run("INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING") { values in
             values.add(name)
             values.add(cursor)
             values.add(wallMs)

@@ -163,6 +163,8 @@ package protocol RepositoryWriting: RepositoryReading {
     /// Deletes the item, remembering its generation so the key never reuses it.
     func delete(_ item: ItemRecord) throws
     func append(_ event: EventRecord) throws
+    /// Creates consumer `name` with its cursor at `cursor`; leaves one that exists as it is (a
+    /// writer running side by side may have created it since this transaction looked).
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws
     /// Moves a consumer's cursor forward to `id` (never back).
     func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws

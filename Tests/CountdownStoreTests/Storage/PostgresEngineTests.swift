@@ -222,6 +222,27 @@ struct PostgresHostsTests {
         #expect(order.withLock { $0 } == ["first", "second"], "the later-numbered write committed first")
     }
 
+    @Test("Hosts opening one named consumer at the same instant share it: the first creates it, none fails")
+    func consumerOpenedSideBySide() async throws {
+        let schema = PostgresFixtures.newSchema()
+        let stores = try await hosts(schema: schema)
+        try await stores[0].start("a", duration: .minutes(1))
+        for round in 0..<10 {
+            let name = "mailer-\(round)"
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for store in stores { for _ in 0..<3 { group.addTask { _ = try await store.consumer(name) } } }
+                try await group.waitForAll()
+            }
+        }
+        let client = try PostgresFixtures.client()
+        let rows = try await client.query(
+            PostgresQuery(unsafeSQL: "SELECT name, last_event_id FROM \"\(schema)\".countdown_consumers ORDER BY name")
+        ).decode((String, Int64).self).reduce(into: [String]()) { $0.append("\($1.0)@\($1.1)") }
+        #expect(rows == (0..<10).map { "mailer-\($0)@0" }.sorted())
+        var events = try await stores[1].consumer("mailer-3").events().makeAsyncIterator()
+        #expect(try await events.next()?.key == "a", "the shared consumer starts at the beginning")
+    }
+
     @Test("Writers on three hosts run side by side: a reader following the events never skips one, each due countdown expires once")
     func writersSideBySide() async throws {
         let schema = PostgresFixtures.newSchema()
