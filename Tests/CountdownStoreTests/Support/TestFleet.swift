@@ -23,12 +23,6 @@ let fleetCanRun: Bool =
     && FileManager.default.fileExists(atPath: libfaketime)
     && TestPostgres.serverBinariesAvailable
 
-/// Whether hosts sharing one consumer name claim each expiry, so that only one of them prints it.
-/// Until then every host may print every expiry, and the suites check only "at least once".
-/// When on, an expiry may be printed twice only where one of its printers was killed before it
-/// could acknowledge.
-let fleetExpectsSingleDelivery = true
-
 /// The consumer name every host of a fleet runs with.
 let fleetConsumer = "mailer"
 
@@ -88,9 +82,26 @@ struct FleetItem: Decodable, Sendable {
     let key: String
     let state: String
     let generation: Int64
+    let policy: String
     let started_at_ms: Int64
+    let start_offset_ms: Int64
+    let gap_at_start_ms: Int64
     let duration_ms: Int64?
     let paused_ms: Int64
+}
+
+/// One checkpoint as the clock audit saw it saved.
+struct FleetClockAudit: Decodable, Sendable {
+    let id: Int64
+    let server_addr: String?
+    /// W − (A + G) at the checkpoint: the mapping between W and the wall timeline.
+    let mapping_ms: Int64
+    /// How far the wall floor is above W at the checkpoint (W slews while it is).
+    let floor_excess_ms: Int64
+    let heartbeat_at_ms: Int64
+    let boot_id: String?
+    let clock_skew_ms: Int64
+    let server_ms: Int64
 }
 
 /// Any event's key, generation and position.
@@ -196,9 +207,18 @@ final class FleetDatabase: Sendable {
             "SELECT id, key, generation, deadline_at_ms, fired_at_ms, late_ms FROM \(table("countdown_events")) WHERE kind = 'expired' ORDER BY id")
     }
 
+    /// The checkpoints saved since the audit began.
+    func clockAudit() async throws -> [FleetClockAudit] {
+        try await fetch(
+            FleetClockAudit.self,
+            "SELECT id, server_addr, mapping_ms, floor_excess_ms, heartbeat_at_ms, boot_id, clock_skew_ms, server_ms FROM \(table("fleet_clock_audit")) ORDER BY id")
+    }
+
     /// Every item.
     func items() async throws -> [FleetItem] {
-        try await fetch(FleetItem.self, "SELECT key, state, generation, started_at_ms, duration_ms, paused_ms FROM \(table("countdowns")) ORDER BY key")
+        try await fetch(
+            FleetItem.self,
+            "SELECT key, state, generation, policy, started_at_ms, start_offset_ms, gap_at_start_ms, duration_ms, paused_ms FROM \(table("countdowns")) ORDER BY key")
     }
 
     /// How many events of `kind` there are.
@@ -219,6 +239,24 @@ final class FleetDatabase: Sendable {
                 lease_holder text, lease_term bigint, old_holder text, old_term bigint,
                 old_expires_at_ms bigint, new_acquired_at_ms bigint)
             """)
+        try await execute(
+            """
+            CREATE TABLE \(table("fleet_clock_audit")) (
+                id bigserial PRIMARY KEY, server_addr text, mapping_ms bigint NOT NULL, floor_excess_ms bigint NOT NULL,
+                heartbeat_at_ms bigint NOT NULL, boot_id text, clock_skew_ms bigint NOT NULL, server_ms bigint NOT NULL)
+            """)
+        try await execute(
+            """
+            CREATE FUNCTION \(table("fleet_audit_clock"))() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO \(table("fleet_clock_audit")) (server_addr, mapping_ms, floor_excess_ms, heartbeat_at_ms, boot_id, clock_skew_ms, server_ms)
+                VALUES (host(inet_server_addr()), NEW.heartbeat_at_ms - NEW.active_ms - NEW.gap_ms, NEW.wall_floor_ms - NEW.heartbeat_at_ms,
+                        NEW.heartbeat_at_ms, NEW.boot_id, NEW.clock_skew_ms, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+                RETURN NEW;
+            END $$
+            """)
+        try await execute(
+            "CREATE TRIGGER fleet_audit_clock AFTER UPDATE ON \(table("countdown_clock")) FOR EACH ROW EXECUTE FUNCTION \(table("fleet_audit_clock"))()")
         try await execute(
             """
             CREATE FUNCTION \(table("fleet_audit_event"))() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -295,21 +333,15 @@ func clientPorts(toAddress address: String, port: Int) -> [Int] {
 /// test reads what it printed while it runs; its stderr is kept for reports.
 ///
 /// A host rides out a lost connection to the database (it tries again) and exits with status
-/// 74 on any other storage failure. Where a scenario allows it (``allowRestarts``), a host that
-/// exits with 74 is started again with the same arguments, as a service manager would, and the
-/// exit is counted; any other end fails the test with its stderr.
+/// 74 on any other storage failure; any end the test did not cause fails the test with its stderr.
 final class FleetHost: Sendable {
     let name: String
     let outputPath: String
     /// The loopback address it reaches the server through (`nil`: the server's own).
     let address: String?
-    private let arguments: [String]
-    private let environment: [String: String]
-    private let current: Locked<HelperProcess>
+    /// The running process.
+    let helper: HelperProcess
     private let ended = Locked<Ending?>(nil)
-    private let exits = Locked<[String]>([])
-    /// Whether an exit with status 74 (storage failure) restarts the host instead of failing.
-    let allowRestarts = Locked(false)
 
     /// How the test ended it.
     enum Ending: Sendable { case stopped, killed }
@@ -327,42 +359,24 @@ final class FleetHost: Sendable {
             environment["FAKETIME"] = clockOffset
             environment["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
         }
-        self.environment = environment
         // A short claim timeout: what a killed host had claimed reaches another host within the run.
-        arguments = ["--db", url, "run", "--consumer", fleetConsumer, "--claim-timeout", "3s"]
-        current = Locked(try Self.launch(arguments, environment: environment, output: outputPath))
+        // `sh` sends stdout to the file and becomes the tool (same pid).
+        helper = try HelperProcess(
+            ["--db", url, "run", "--consumer", fleetConsumer, "--claim-timeout", "3s"], executable: countdownBinary,
+            shell: "exec >>'\(outputPath)'; exec", environment: environment)
     }
-
-    /// `sh` sends stdout to the file (appending) and becomes the tool (same pid).
-    private static func launch(_ arguments: [String], environment: [String: String], output: String) throws -> HelperProcess {
-        try HelperProcess(arguments, executable: countdownBinary, shell: "exec >>'\(output)'; exec", environment: environment)
-    }
-
-    /// The running process.
-    var helper: HelperProcess { current.withLock { $0 } }
 
     var pid: Int32 { helper.process.processIdentifier }
 
     /// Whether it was killed with SIGKILL by the test.
     var wasKilled: Bool { ended.withLock { $0 } == .killed }
 
-    /// The exits with status 74 it was restarted after, each with the end of its stderr.
-    var restarts: [String] { exits.withLock { $0 } }
-
-    /// Whether it is running, or was ended by the test, or was restarted after a storage
-    /// failure where that is allowed. A host that ended otherwise fails the test with its stderr.
+    /// Whether it is running or was ended by the test. A host that ended otherwise fails the
+    /// test with its stderr.
     func check() -> Bool {
-        let helper = helper
         if helper.process.isRunning || ended.withLock({ $0 }) != nil { return true }
         _ = helper.finish(limit: 5, status: nil)
         let status = helper.process.terminationStatus
-        if allowRestarts.withLock({ $0 }), helper.process.terminationReason == .exit, status == 74 {
-            exits.withLock { $0.append(String(helper.stderr.suffix(300))) }
-            if let next = try? Self.launch(arguments, environment: environment, output: outputPath) {
-                current.withLock { $0 = next }
-                return true
-            }
-        }
         Issue.record("host \(name) (pid \(helper.process.processIdentifier)) ended by itself (status \(status)); stderr: \(helper.stderr.suffix(3000))")
         ended.withLock { $0 = .stopped }
         return false
@@ -624,8 +638,8 @@ extension Fleet {
     ///   start the database recorded plus the duration;
     /// - none of a stale generation: no expiry of a generation recorded after an event of a
     ///   newer generation of its key;
-    /// - the hosts' printed lines together cover every expiry (and, with
-    ///   ``fleetExpectsSingleDelivery``, none is printed twice except by a killed host).
+    /// - the hosts' printed lines together cover every expiry, and none is printed twice except
+    ///   by a killed host (hosts sharing one consumer claim each expiry).
     func verifyExpiries(of keys: [String], limit: Double = 60) async throws -> FleetFigures {
         let database = database
         try await fleetEventually("all \(keys.count) countdowns expired", limit: limit, alive: { self.hostsAlive() }) {
@@ -647,11 +661,25 @@ extension Fleet {
         let early = expiries.filter { $0.fired_at_ms < $0.deadline_at_ms || $0.late_ms < 0 }
         #expect(early.isEmpty, "no expiry fired before its deadline: \(early.prefix(10))")
         let itemsByKey = Dictionary(uniqueKeysWithValues: items.map { ($0.key, $0) })
+        var beforeStart: [String] = []
         for expiry in expiries {
             guard let item = itemsByKey[expiry.key], item.generation == expiry.generation, let duration = item.duration_ms else { continue }
-            #expect(
-                expiry.deadline_at_ms >= item.started_at_ms + duration + item.paused_ms,
-                "\(expiry.key): deadline \(expiry.deadline_at_ms) before the recorded start \(item.started_at_ms) + \(duration) ms")
+            if expiry.deadline_at_ms < item.started_at_ms + duration + item.paused_ms {
+                beforeStart.append(
+                    "\(expiry.key) (\(item.policy)): deadline \(expiry.deadline_at_ms) before the recorded start \(item.started_at_ms) + \(duration) ms"
+                        + "; W − timeline at start \(item.started_at_ms - item.start_offset_ms - (item.policy == "wall" ? item.gap_at_start_ms : 0))")
+            }
+        }
+        if !beforeStart.isEmpty {
+            // The mapping between W and the wall timeline at each checkpoint, where it changed.
+            let clock = try await database.clockAudit()
+            var changes: [String] = []
+            var last: Int64?
+            for row in clock where row.mapping_ms != last || row.floor_excess_ms != 0 {
+                changes.append("#\(row.id) via \(row.server_addr ?? "?") W−T \(row.mapping_ms) floor+\(row.floor_excess_ms) boot \(row.boot_id ?? "-") skew \(row.clock_skew_ms)")
+                last = row.mapping_ms
+            }
+            Issue.record("expiries recorded before start + duration: \(beforeStart.prefix(10)); checkpoint mapping changes: \(changes.prefix(40))")
         }
 
         let stamps = try await database.fetch(
@@ -682,10 +710,8 @@ extension Fleet {
             for line in printed { printedBy[ExpiryID(key: line.key, generation: line.generation), default: []].append(host) }
             #expect(host.strayLines().isEmpty, "\(host.name) printed only expiries")
         }
-        if fleetExpectsSingleDelivery {
-            let repeated = printedBy.filter { _, printers in printers.count > 1 && !printers.contains { $0.wasKilled } }
-            #expect(repeated.isEmpty, "each expiry printed by one host: \(repeated.keys.map(\.description).sorted().prefix(10))")
-        }
+        let repeated = printedBy.filter { _, printers in printers.count > 1 && !printers.contains { $0.wasKilled } }
+        #expect(repeated.isEmpty, "each expiry printed by one host: \(repeated.keys.map(\.description).sorted().prefix(10))")
 
         let late = expiries.map(\.late_ms).sorted()
         var figures = FleetFigures()
