@@ -115,12 +115,16 @@ final class HelperProcess: @unchecked Sendable {
         try process.run()
         let reading = pipe.fileHandleForReading
         let readingErrors = errorPipe.fileHandleForReading
+        // Each reader closes its end at EOF: left to the `Process` and its pipes, two descriptors
+        // per finished process stayed open, and a long run piled up hundreds of them.
         Thread.detachNewThread { [self] in
             output = reading.readDataToEndOfFile()
+            try? reading.close()
             done.signal()
         }
         Thread.detachNewThread { [self] in
             errors = readingErrors.readDataToEndOfFile()
+            try? readingErrors.close()
             errorsDone.signal()
         }
     }
