@@ -476,10 +476,42 @@ public final class CountdownStore: Sendable {
     /// Writes a final heartbeat, gives up the lease if this instance holds it, and closes the
     /// database if the store opened it. The store must not be used afterwards, except for
     /// ``checkpointWAL()`` on a database the host shares with it.
+    ///
+    /// Where the database cannot be reached (a lost connection to a PostgreSQL server, or none
+    /// within the lease duration), the store still closes, with a warning: its lease and the
+    /// claims of its event readers run out by themselves.
     public func close() async throws(CountdownError) {
         guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
-        try await releaseClaims()
-        try await releaseLease()
+        let (outcome, timedOut) = await withTaskGroup(of: Result<Void, CountdownError>?.self) { group in
+            group.addTask {
+                do throws(CountdownError) {
+                    try await self.releaseClaims()
+                    try await self.releaseLease()
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            // A bound in real time on waiting for the database: by then the lease has run out anyway.
+            let bound = max(configuration.leaseDuration, .seconds(1))
+            group.addTask {
+                try? await Task.sleep(for: bound)
+                return nil
+            }
+            var outcome: Result<Void, CountdownError> = .success(())
+            var timedOut = false
+            for await child in group {
+                group.cancelAll()  // whichever ends first, the other is not needed any more
+                if let child { outcome = child } else if !Task.isCancelled { timedOut = true }
+            }
+            return (outcome, timedOut)
+        }
+        if case .failure(let error) = outcome {
+            guard error.isTransient || timedOut else { throw error }
+            configuration.logger.warning(
+                "could not give up the lease and claims while closing; they run out by themselves",
+                metadata: ["error": "\(error)"])
+        }
         await using.closeAndDrain()
         try translatingErrorsNow(path: path) { try engine.close() }
     }

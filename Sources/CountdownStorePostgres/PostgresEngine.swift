@@ -78,6 +78,11 @@ struct PostgresEngine: StorageEngine {
                 return try await attemptTransaction(writing: writing, body)
             } catch let error as PostgresFailure where writing && error.isDeadlock && attempt <= Self.deadlockRetries {
                 logger.debug("a write was rolled back by a deadlock; running it again", metadata: ["attempt": "\(attempt)"])
+            } catch let failed as BeginFailed {
+                // The pool handed over a connection the server had already closed (a terminated
+                // session, a restart): nothing ran, so once more on another.
+                guard failed.failure.isTransient, attempt == 1 else { throw failed.failure }
+                logger.debug("a pooled connection was closed; beginning again on another", metadata: ["error": "\(failed.failure)"])
             }
         }
     }
@@ -89,7 +94,11 @@ struct PostgresEngine: StorageEngine {
             return try await client.withConnection { connection in
                 try await Blocking.run {
                     let tx = PostgresTransaction(engine: self, connection: connection, writing: writing)
-                    try tx.execute(writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    do {
+                        try tx.execute(writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    } catch {
+                        throw BeginFailed(failure: PostgresFailure(error, place: place))
+                    }
                     do {
                         let value = try body(tx)
                         if writing {
@@ -107,6 +116,8 @@ struct PostgresEngine: StorageEngine {
         } catch let error as CountdownError {
             throw error
         } catch let error as PostgresFailure {
+            throw error
+        } catch let error as BeginFailed {
             throw error
         } catch {
             throw PostgresFailure(error, place: place)
@@ -293,6 +304,11 @@ enum Blocking {
             }
         }
     }
+}
+
+/// A transaction's BEGIN failed: nothing of it ran.
+struct BeginFailed: Error {
+    let failure: PostgresFailure
 }
 
 /// The connection closed and a statement sent on it got no result: postgres-nio drops a

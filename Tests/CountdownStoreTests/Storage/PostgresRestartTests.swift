@@ -78,4 +78,54 @@ struct PostgresRestartTests {
             try await store.close()
         }
     }
+
+    @Test("A store whose connections the server terminated reads, writes and closes without an error")
+    func terminatedConnectionsAreReplaced() async throws {
+        let server = try TestPostgres.dedicated()
+        defer { server.discard() }
+        try await server.withClient { client in
+            let schema = PostgresFixtures.newSchema()
+            let clock = VirtualClock()
+            let store = try await CountdownStore(
+                client: client, schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
+                configuration: CountdownStore.Configuration(clock: clock), databaseClock: false)
+            try await store.heartbeat()
+            try await store.start("a", duration: .minutes(1))
+            let mailer = try await store.consumer("mailer")
+            var events = try await mailer.events().makeAsyncIterator()
+            #expect(try await events.next()?.key == "a", "the reader claimed the first event")
+
+            try await server.withClient { other in
+                let others = "pid <> pg_backend_pid() AND backend_type = 'client backend'"
+                _ = try await other.query(PostgresQuery(unsafeSQL: "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE \(others)"))
+                try await eventually("the store's sessions ended") {
+                    try await other.query(PostgresQuery(unsafeSQL: "SELECT count(*)::bigint FROM pg_stat_activity WHERE \(others)"))
+                        .decode(Int64.self).first { _ in true } == 0
+                }
+            }
+            #expect(try await store.countdown("a")?.state == .running)
+            try await store.start("b", duration: .minutes(1))
+            try await store.close()
+        }
+    }
+
+    @Test("A store closes, with a warning, while its server is down: its lease runs out by itself")
+    func closesWhileTheServerIsDown() async throws {
+        let server = try TestPostgres.dedicated()
+        defer { server.discard() }
+        try await server.withClient { client in
+            let schema = PostgresFixtures.newSchema()
+            let records = RecordingLogHandler.Records()
+            let configuration = CountdownStore.Configuration(
+                clock: VirtualClock(), logger: Logger(label: "down") { _ in RecordingLogHandler(records: records) })
+            let store = try await CountdownStore(
+                client: client, schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
+                configuration: configuration, databaseClock: false)
+            try await store.heartbeat()
+            try await onThread { Result { try server.pgCtl(["stop", "-m", "fast"]) } }.get()
+            try await store.close()
+            let warnings = records.all.filter { $0.0 == .warning }.map(\.1)
+            #expect(warnings.contains("could not give up the lease and claims while closing; they run out by themselves"), "\(warnings)")
+        }
+    }
 }
