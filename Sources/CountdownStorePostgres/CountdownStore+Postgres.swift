@@ -95,16 +95,18 @@ extension CountdownStore {
     }
 
     /// Opens the store on `client`. With `databaseClock` off the configuration's clock stands in
-    /// for the server's (tests on virtual time).
+    /// for the server's (tests on virtual time); with `migratingUpTo`, the schema is brought only
+    /// as far as that migration (tests of upgrades).
     convenience init(
         client: PostgresClient, schema: String?, place: String, runner: ClientRunner?, wakeUps: PostgresWakeUps,
-        configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)? = nil
+        configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)? = nil,
+        migratingUpTo last: String? = nil
     ) async throws(CountdownError) {
         let engine: PostgresEngine
         do {
             engine = try await Self.prepareEngine(
                 client: client, schema: schema, place: place, runner: runner, wakeUps: wakeUps,
-                configuration: configuration, databaseClock: databaseClock, beforeCommit: beforeCommit)
+                configuration: configuration, databaseClock: databaseClock, beforeCommit: beforeCommit, upTo: last)
         } catch {
             throw CountdownError(storage: error, path: nil)
         }
@@ -114,7 +116,7 @@ extension CountdownStore {
     /// The engine on `client`, its schema brought up to date and its clocks started.
     private static func prepareEngine(
         client: PostgresClient, schema: String?, place: String, runner: ClientRunner?, wakeUps: PostgresWakeUps,
-        configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)?
+        configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)?, upTo last: String? = nil
     ) async throws -> PostgresEngine {
         if let schema, schema.isEmpty || schema.utf8.count > 63 || schema.contains("\0") {
             throw CountdownError(
@@ -131,7 +133,7 @@ extension CountdownStore {
             clock: configuration.clock, beforeCommit: beforeCommit)
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
-            try PostgresMigrator.prepare(tx, firstReading: first)
+            try PostgresMigrator.prepare(tx, firstReading: first, upTo: last)
         }
         return engine
     }
