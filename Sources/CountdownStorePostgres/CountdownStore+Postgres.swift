@@ -122,15 +122,19 @@ extension CountdownStore {
             throw CountdownError(
                 .invalidArgument, "invalid schema \(quoted(schema)): must be 1 to 63 bytes, without NUL")
         }
+        let prefix = schema.map { PostgresMigrator.quotedIdentifier($0) + "." } ?? ""
         let engine = PostgresEngine(
-            client: client, prefix: schema.map { PostgresMigrator.quotedIdentifier($0) + "." } ?? "", schema: schema,
+            client: client, prefix: prefix, schema: schema,
             place: place, logger: configuration.logger,
             bootScope: "\(configuration.clock.bootIdentity ?? "boot"):\(UUID().uuidString.prefix(8).lowercased())",
             serverClock: ServerClockEstimate(), runner: runner,
             databaseClock: databaseClock, wakeUps: wakeUps,
             clockStepToleranceMs: max(1, configuration.clockEditTolerance.milliseconds),
             channel: notificationChannel(schema: schema), eventLockKey: eventLockKey(schema: schema),
-            clock: configuration.clock, beforeCommit: beforeCommit)
+            clock: configuration.clock, beforeCommit: beforeCommit,
+            statements: PostgresStatements(
+                prefix: prefix, checkpointColumns: PostgresTransaction.checkpointColumns,
+                insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes))
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first, upTo: last)

@@ -46,6 +46,8 @@ struct PostgresEngine: StorageEngine {
     let clock: any StoreClock
     /// Called in every write transaction right before its COMMIT (tests hold a writer there).
     let beforeCommit: (@Sendable () -> Void)?
+    /// The statements sent most, written for this store's schema.
+    let statements: PostgresStatements
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
     var writersRunSideBySide: Bool { true }
@@ -94,19 +96,24 @@ struct PostgresEngine: StorageEngine {
             return try await client.withConnection { connection in
                 try await Blocking.run {
                     let tx = PostgresTransaction(engine: self, connection: connection, writing: writing)
-                    do {
-                        try tx.execute(writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    } catch {
-                        throw BeginFailed(failure: PostgresFailure(error, place: place))
-                    }
+                    // Sent without waiting: it runs before the body's first statement, whose
+                    // wait takes its result first.
+                    try tx.sendUnanswered(
+                        writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                        isBegin: true)
                     do {
                         let value = try body(tx)
                         if writing {
                             try tx.finish()
-                            beforeCommit?()
+                            if let beforeCommit {
+                                try tx.takeUnanswered()
+                                beforeCommit()
+                            }
                         }
                         try tx.execute("COMMIT")
                         return value
+                    } catch let error as BeginFailed {
+                        throw error
                     } catch {
                         try? tx.execute("ROLLBACK")
                         throw error

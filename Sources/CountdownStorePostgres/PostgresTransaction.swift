@@ -24,6 +24,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     private(set) var wakeUp: String?
     /// Events appended and not inserted yet: they go in together at the end (see ``flushEvents()``).
     private var pendingEvents: [EventRecord] = []
+    /// A statement sent and not waited for (the BEGIN, the last insert before the COMMIT): the
+    /// connection runs it before the next one, whose wait takes its result first. No thread
+    /// wakes up between the two.
+    private var unanswered: (result: EventLoopFuture<PostgresQueryResult>, isBegin: Bool)?
 
     init(engine: PostgresEngine, connection: PostgresConnection, writing: Bool) {
         self.engine = engine
@@ -38,6 +42,33 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// Runs `sql` binding `values`, and returns its rows and how many rows it changed.
     @discardableResult
     func run(_ sql: String, _ values: [Value] = []) throws -> (rows: [PostgresRow], changed: Int) {
+        let future = try send(sql, values)
+        try takeUnanswered()
+        let result = try Blocking.wait(for: future, on: connection)
+        return (Array(result.rows), result.metadata.rows ?? 0)
+    }
+
+    /// Sends `sql` without waiting for its result: the next statement's wait (or
+    /// ``takeUnanswered()``) takes it, and throws its failure.
+    func sendUnanswered(_ sql: String, _ values: [Value] = [], isBegin: Bool = false) throws {
+        let future = try send(sql, values)
+        try takeUnanswered()
+        unanswered = (future, isBegin)
+    }
+
+    /// Waits for the statement sent unanswered, if any; a failed BEGIN throws ``BeginFailed``.
+    func takeUnanswered() throws {
+        guard let (future, isBegin) = unanswered else { return }
+        unanswered = nil
+        do {
+            _ = try Blocking.wait(for: future, on: connection)
+        } catch {
+            if isBegin { throw BeginFailed(failure: PostgresFailure(error, place: engine.place)) }
+            throw error
+        }
+    }
+
+    private func send(_ sql: String, _ values: [Value]) throws -> EventLoopFuture<PostgresQueryResult> {
         var bindings = PostgresBindings(capacity: values.count)
         for value in values {
             switch value {
@@ -48,8 +79,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             case .null: bindings.appendNull()
             }
         }
-        let result = try Blocking.wait(for: connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: engine.logger), on: connection)
-        return (Array(result.rows), result.metadata.rows ?? 0)
+        return connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: engine.logger)
     }
 
     func execute(_ sql: String) throws {
@@ -76,11 +106,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         payload, payload_bytes, updated_at_ms
         """
 
-    /// The columns an insert writes (the database numbers new rows) and their placeholders.
-    private static let insertColumns = itemColumns.replacingOccurrences(of: "id, key,", with: "key,")
-    private static let insertMarks = (1...19).map { "$\($0)" }
+    /// The columns an insert writes (the database numbers new rows).
+    static let insertColumns = itemColumns.replacingOccurrences(of: "id, key,", with: "key,")
     /// The types of the columns an insert writes, in order.
-    private static let insertTypes =
+    static let insertTypes =
         ["text", "text", "text", "text", "text"] + Array(repeating: "bigint", count: 11) + ["text", "bytea", "bigint"]
 
     private var selectItems: String { "SELECT \(Self.itemColumns) FROM \(p)countdowns" }
@@ -150,7 +179,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         return event
     }
 
-    private static let checkpointColumns = """
+    static let checkpointColumns = """
         created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms, boot_id, wall_floor_ms, suspended, \
         calibration_offset_ms, calibrated_at_ms, clock_skew_ms
         """
@@ -189,18 +218,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         // The server's clock comes in the same round trip. Writers do not lock the row here: the
         // few that move the checkpoint lock it first (``lockClocks()``), so this statement's
         // snapshot already shows what the writer before them saved.
-        let sql = """
-            SELECT \(Self.checkpointColumns), l.holder, l.acquired_at_ms, l.expires_at_ms,
-                (SELECT deadline_ms FROM \(p)countdowns
-                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'wall' ORDER BY deadline_ms LIMIT 1),
-                (SELECT deadline_ms FROM \(p)countdowns
-                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'active' ORDER BY deadline_ms LIMIT 1),
-                floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-            FROM \(p)countdown_clock AS c LEFT JOIN \(p)countdown_lease AS l ON l.id = 1
-            WHERE c.id = 1
-            """
         bootBeforeClocks = engine.clock.bootMilliseconds
-        guard let row = try run(sql).rows.first else { return (nil, try lease(), SoonestDeadlines()) }
+        guard let row = try run(engine.statements.clocks).rows.first else { return (nil, try lease(), SoonestDeadlines()) }
         let r = row.makeRandomAccess()
         let checkpoint = try Self.checkpoint(r)
         checkpointRead = checkpoint
@@ -495,36 +514,15 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func insertNew(_ item: inout ItemRecord) throws -> Bool {
         noteDeadline(item)
         // One round trip: the generation continues a removed key's, looked up in the statement.
-        let result = try run(insertNewSQL, Array(Self.itemValues(item).dropFirst()))
+        let result = try run(engine.statements.insertNew, Array(Self.itemValues(item).dropFirst()))
         guard let row = result.rows.first else { return false }
         (item.id, item.generation) = try row.decode((Int64, Int64).self)
         return true
     }
 
-    /// The insert of a new item whose generation follows its key's retired one, if any; nothing
-    /// when the key exists. Every value is cast: in a SELECT, a null parameter has no type of its own.
-    private var insertNewSQL: String {
-        let marks = Self.insertMarks.enumerated().map { index, mark in
-            index == 6
-                ? "greatest(\(mark)::bigint, coalesce((SELECT generation + 1 FROM \(p)countdown_retired_keys WHERE key = $1::text), 0))"
-                : "\(mark)::\(Self.insertTypes[index])"
-        }
-        return """
-            INSERT INTO \(p)countdowns (\(Self.insertColumns)) SELECT \(marks.joined(separator: ", "))
-            ON CONFLICT (key) DO NOTHING RETURNING id, generation
-            """
-    }
-
     func update(_ item: ItemRecord) throws {
         noteDeadline(item)
-        try run(
-            """
-            UPDATE \(p)countdowns SET key = $2, group_name = $3, kind = $4, policy = $5, state = $6,
-                duration_ms = $7, generation = $8, start_offset_ms = $9, gap_at_start_ms = $10, started_at_ms = $11,
-                paused_ms = $12, paused_at_ms = $13, deadline_ms = $14, final_elapsed_ms = $15, ended_at_ms = $16,
-                expired_at_ms = $17, payload = $18, payload_bytes = $19, updated_at_ms = $20
-            WHERE id = $1
-            """, Self.itemValues(item))
+        try run(engine.statements.update, Self.itemValues(item))
     }
 
     func delete(_ item: ItemRecord) throws {
@@ -551,54 +549,52 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// before the next writer numbers any. The lock is transaction-scoped (an advisory lock
     /// released at commit or rollback, which PgBouncer's transaction pooling keeps whole).
     func flushEvents() throws {
+        try flushEvents(leavingLastUnanswered: false)
+    }
+
+    /// ``flushEvents()``; with `leavingLastUnanswered`, the last insert is sent without waiting
+    /// for it (the COMMIT follows it).
+    private func flushEvents(leavingLastUnanswered: Bool) throws {
         while !pendingEvents.isEmpty {
             // A statement binds at most 65,535 values: 1,000 events at a time.
             let count = min(pendingEvents.count, 1_000)
-            try insertEvents(pendingEvents[..<count])
+            let (sql, values) = insertEvents(pendingEvents[..<count])
+            if leavingLastUnanswered && count == pendingEvents.count {
+                try sendUnanswered(sql, values)
+            } else {
+                try run(sql, values)
+            }
             pendingEvents.removeFirst(count)
         }
     }
 
-    private func insertEvents(_ events: ArraySlice<EventRecord>) throws {
-        let columns = "kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
-        let types = ["text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bytea", "text", "int"]
+    /// The statement that inserts `events` under the events' lock, and its values.
+    private func insertEvents(_ events: ArraySlice<EventRecord>) -> (String, [Value]) {
         var values: [Value] = [.int(engine.eventLockKey)]
-        var lock = "pg_advisory_xact_lock($1)"
+        let notifying = wakeUp != nil
         if let wakeUp {
             values += [.text(engine.channel), .text(wakeUp)]
-            lock += ", pg_notify($2, $3)"
             self.wakeUp = nil
         }
-        var rows: [String] = []
+        values.reserveCapacity(values.count + events.count * PostgresStatements.eventTypes.count)
         for (index, event) in events.enumerated() {
-            let row: [Value] =
-                [.text(event.kind), .text(event.key), .text(event.group), .int(event.generation), .int(event.atMs),
-                 .int(event.deadlineAtMs), .int(event.firedAtMs), .int(event.lateMs)]
-                + Self.payloadValues(event.payload) + [.text(event.detail), .int(Int64(index))]
-            var marks: [String] = []
-            for (column, value) in row.enumerated() {
-                values.append(value)
-                marks.append("$\(values.count)::\(types[column])")
-            }
-            rows.append("(" + marks.joined(separator: ", ") + ")")
+            values += [.text(event.kind), .text(event.key), .text(event.group), .int(event.generation), .int(event.atMs),
+                       .int(event.deadlineAtMs), .int(event.firedAtMs), .int(event.lateMs)]
+            values += Self.payloadValues(event.payload)
+            values += [.text(event.detail), .int(Int64(index))]
         }
-        // The lock is taken before any ID is drawn: no row of the join exists before its one row.
-        try run(
-            """
-            WITH locked AS MATERIALIZED (SELECT \(lock))
-            INSERT INTO \(p)countdown_events (\(columns))
-            SELECT \(columns) FROM locked, (VALUES \(rows.joined(separator: ", "))) AS v(\(columns), ord)
-            ORDER BY ord
-            """, values)
+        return (engine.statements.insertEvents(count: events.count, notifying: notifying), values)
     }
 
     /// What ends a write transaction before its COMMIT: the events not inserted yet, and the
-    /// wake-up notification if the events did not carry it.
+    /// wake-up notification if the events did not carry it. The last statement is sent without
+    /// waiting: the COMMIT's wait takes its result first (and, if it failed, the server has
+    /// turned the COMMIT into a ROLLBACK).
     func finish() throws {
-        try flushEvents()
+        try flushEvents(leavingLastUnanswered: true)
         if let wakeUp {
             // Delivered at commit to every host listening, the lease holder among them.
-            try run("SELECT pg_notify($1, $2)", [.text(engine.channel), .text(wakeUp)])
+            try sendUnanswered("SELECT pg_notify($1, $2)", [.text(engine.channel), .text(wakeUp)])
         }
     }
 
@@ -664,5 +660,84 @@ extension String {
     func replacingFirst(_ target: String, with replacement: String) -> String {
         guard let range = range(of: target) else { return self }
         return replacingCharacters(in: range, with: replacement)
+    }
+}
+
+/// The statements a store's transactions send most, written once per engine (they name the
+/// store's schema).
+struct PostgresStatements: Sendable {
+    /// The checkpoint, the lease, the two soonest deadlines and the server's clock, in one row.
+    let clocks: String
+    /// The insert of a new item whose generation follows its key's retired one, if any; nothing
+    /// when the key exists. Every value is cast: in a SELECT, a null parameter has no type of its own.
+    let insertNew: String
+    /// The update of every column of an item, by id.
+    let update: String
+    private let prefix: String
+    private let oneEvent: String
+    private let oneEventNotifying: String
+
+    /// The columns of an event as inserted, and the types their values are cast to (with `ord`).
+    static let eventColumns = "kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
+    static let eventTypes = ["text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bytea", "text", "int"]
+
+    init(prefix p: String, checkpointColumns: String, insertColumns: String, insertTypes: [String]) {
+        prefix = p
+        clocks = """
+            SELECT \(checkpointColumns), l.holder, l.acquired_at_ms, l.expires_at_ms,
+                (SELECT deadline_ms FROM \(p)countdowns
+                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'wall' ORDER BY deadline_ms LIMIT 1),
+                (SELECT deadline_ms FROM \(p)countdowns
+                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'active' ORDER BY deadline_ms LIMIT 1),
+                floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+            FROM \(p)countdown_clock AS c LEFT JOIN \(p)countdown_lease AS l ON l.id = 1
+            WHERE c.id = 1
+            """
+        let marks = insertTypes.indices.map { index in
+            index == 6
+                ? "greatest($7::bigint, coalesce((SELECT generation + 1 FROM \(p)countdown_retired_keys WHERE key = $1::text), 0))"
+                : "$\(index + 1)::\(insertTypes[index])"
+        }
+        insertNew = """
+            INSERT INTO \(p)countdowns (\(insertColumns)) SELECT \(marks.joined(separator: ", "))
+            ON CONFLICT (key) DO NOTHING RETURNING id, generation
+            """
+        update = """
+            UPDATE \(p)countdowns SET key = $2, group_name = $3, kind = $4, policy = $5, state = $6,
+                duration_ms = $7, generation = $8, start_offset_ms = $9, gap_at_start_ms = $10, started_at_ms = $11,
+                paused_ms = $12, paused_at_ms = $13, deadline_ms = $14, final_elapsed_ms = $15, ended_at_ms = $16,
+                expired_at_ms = $17, payload = $18, payload_bytes = $19, updated_at_ms = $20
+            WHERE id = $1
+            """
+        oneEvent = Self.insertEvents(prefix: p, count: 1, notifying: false)
+        oneEventNotifying = Self.insertEvents(prefix: p, count: 1, notifying: true)
+    }
+
+    /// The insert of `count` events under the events' lock ($1), with a NOTIFY ($2, $3) when
+    /// `notifying`; each event's values follow, in ``eventTypes`` order.
+    func insertEvents(count: Int, notifying: Bool) -> String {
+        if count == 1 { return notifying ? oneEventNotifying : oneEvent }
+        return Self.insertEvents(prefix: prefix, count: count, notifying: notifying)
+    }
+
+    private static func insertEvents(prefix p: String, count: Int, notifying: Bool) -> String {
+        var next = notifying ? 4 : 2
+        var rows: [String] = []
+        rows.reserveCapacity(count)
+        for _ in 0..<count {
+            let marks = eventTypes.map { type in
+                defer { next += 1 }
+                return "$\(next)::\(type)"
+            }
+            rows.append("(" + marks.joined(separator: ", ") + ")")
+        }
+        let lock = notifying ? "pg_advisory_xact_lock($1), pg_notify($2, $3)" : "pg_advisory_xact_lock($1)"
+        // The lock is taken before any ID is drawn: no row of the join exists before its one row.
+        return """
+            WITH locked AS MATERIALIZED (SELECT \(lock))
+            INSERT INTO \(p)countdown_events (\(eventColumns))
+            SELECT \(eventColumns) FROM locked, (VALUES \(rows.joined(separator: ", "))) AS v(\(eventColumns), ord)
+            ORDER BY ord
+            """
     }
 }
