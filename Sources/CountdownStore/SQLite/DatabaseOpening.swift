@@ -103,6 +103,13 @@ enum DatabaseOpening {
             throw CountdownError(
                 .unreadableDatabase, "the file at \(place) is not an SQLite database; it was left untouched")
         }
+        // The file format versions, both 1 (rollback journal) or both 2 (WAL). Anything else is
+        // damage that SQLite may still read, but the switch to WAL would write over it.
+        guard header[18] == header[19], [1, 2].contains(header[18]) else {
+            throw CountdownError(
+                .unreadableDatabase,
+                "the database file at \(place) is damaged: its header gives file format versions \(header[18]) and \(header[19]) (both 1 or both 2 expected); it was left untouched")
+        }
         func uint32(_ offset: Int) -> Int {
             header[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
         }

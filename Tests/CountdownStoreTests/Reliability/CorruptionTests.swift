@@ -141,6 +141,21 @@ struct CorruptionTests {
         #expect(try await reopened.countdown("a")?.state == .running, "the undamaged rows still read")
     }
 
+    @Test(
+        "Regression: a header whose file format version is damaged is refused untouched, not switched to WAL over it",
+        arguments: [(UInt8(2), UInt8(0)), (0, 2), (3, 2), (2, 1)])
+    func damagedFormatVersion(write: UInt8, read: UInt8) async throws {
+        let folder = try TemporaryFolder()
+        let path = folder.path()
+        var bytes = try await Self.makeBase(path)
+        bytes[18] = write
+        bytes[19] = read
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let error = await expectError(.unreadableDatabase) { try CountdownStore(path: path) }
+        #expect(error?.message.contains("file format versions \(write) and \(read)") == true, "\(error?.message ?? "")")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+    }
+
     @Test("Regression: opening and closing a store leaves its file byte for byte as it was")
     func openingWritesNothing() async throws {
         let folder = try TemporaryFolder()
