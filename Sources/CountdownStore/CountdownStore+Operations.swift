@@ -95,7 +95,7 @@ extension CountdownStore {
     ) async throws(CountdownError) -> Countdown {
         let request = try ValidRequest(
             .countdown(key, duration: duration, group: group, policy: policy, payload: payload))
-        return try await writing { tx, time in try Self.start(request, whenActive: whenActive, tx, time) }
+        return try await writing { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
     }
 
     /// Starts a countdown that reaches zero at `deadline` on the store wall clock (which follows
@@ -119,7 +119,7 @@ extension CountdownStore {
             }
             var countdown = request
             countdown.durationMs = remaining
-            return try Self.start(countdown, whenActive: whenActive, tx, time)
+            return try Self.start(countdown, whenActive: whenActive, tx, time, lastWrite: true)
         }
     }
 
@@ -130,7 +130,7 @@ extension CountdownStore {
         whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
         let request = try ValidRequest(.stopwatch(key, group: group, policy: policy, payload: payload))
-        return try await writing { tx, time in try Self.start(request, whenActive: whenActive, tx, time) }
+        return try await writing { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
     }
 
     /// Starts many items in one transaction: all of them, or none when any input is refused.
@@ -153,42 +153,45 @@ extension CountdownStore {
         }
         let batch = valid
         return try await writing { tx, time in
-            try batch.map { request in try Self.start(request, whenActive: whenActive, tx, time) }
+            try batch.indices.map { index in
+                try Self.start(batch[index], whenActive: whenActive, tx, time, lastWrite: index == batch.count - 1)
+            }
         }
     }
 
     private static func start(
-        _ request: ValidRequest, whenActive: WhenActive, _ tx: any RepositoryWriting, _ time: Now
+        _ request: ValidRequest, whenActive: WhenActive, _ tx: any RepositoryWriting, _ time: Now, lastWrite: Bool
     ) throws -> Countdown {
         var item = ItemRecord(
             key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,
             policy: request.policy, durationMs: request.durationMs, payload: request.payload, generation: 1, at: time)
-        // A new key (the common case) is one statement; a removed key's generations never repeat.
-        var replacing = false
-        if try !tx.insertNew(&item) {
-            guard let existing = try tx.item(key: request.key) else {
-                throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
-            }
-            if existing.state.isActive {
-                switch whenActive {
-                case .refuse:
-                    throw CountdownError(
-                        .alreadyActive,
-                        "countdown \(quoted(request.key)) is already \(existing.state.rawValue); start it with whenActive: .replace to start it again"
-                    )
-                case .keep:
-                    return existing.countdown(at: time)
-                case .replace:
-                    break
-                }
-            }
-            item.id = existing.id
-            item.generation = existing.generation + 1
-            try tx.update(item)
-            replacing = true
+        let detail = item.durationMs.map { ["duration_ms": $0] }
+        // A new key (the common case) is one statement with its event where the engine can;
+        // a removed key's generations never repeat.
+        let inserted = try tx.insertNew(&item, lastWrite: lastWrite) { inserted in
+            EventRecord(inserted.kind == .stopwatch ? .stopwatchStarted : .started, item: inserted, at: time, detail: detail)
         }
-        let kind: EventKind = item.kind == .stopwatch ? .stopwatchStarted : (replacing ? .replaced : .started)
-        try tx.append(EventRecord(kind, item: item, at: time, detail: item.durationMs.map { ["duration_ms": $0] }))
+        if inserted { return item.countdown(at: time) }
+        guard let existing = try tx.item(key: request.key) else {
+            throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
+        }
+        if existing.state.isActive {
+            switch whenActive {
+            case .refuse:
+                throw CountdownError(
+                    .alreadyActive,
+                    "countdown \(quoted(request.key)) is already \(existing.state.rawValue); start it with whenActive: .replace to start it again"
+                )
+            case .keep:
+                return existing.countdown(at: time)
+            case .replace:
+                break
+            }
+        }
+        item.id = existing.id
+        item.generation = existing.generation + 1
+        try tx.update(item)
+        try tx.append(EventRecord(item.kind == .stopwatch ? .stopwatchStarted : .replaced, item: item, at: time, detail: detail))
         return item.countdown(at: time)
     }
 

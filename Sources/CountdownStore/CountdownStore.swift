@@ -283,9 +283,10 @@ public final class CountdownStore: Sendable {
     }
 
     /// Whether the system clock moved against the store clock since `checkpoint` by more than
-    /// the tolerance.
+    /// the tolerance, plus how far the reading itself may be off (a slow round trip to a
+    /// database server whose clock is the system clock leaves the instant of its reading vague).
     private func clockEdited(_ extrapolation: Extrapolation, _ checkpoint: Checkpoint) -> Bool {
-        let tolerance = configuration.clockEditTolerance.milliseconds
+        let tolerance = configuration.clockEditTolerance.milliseconds + extrapolation.skewUncertainty
         return extrapolation.sameBoot
             ? abs(extrapolation.skew - checkpoint.clockSkew) > tolerance
             : extrapolation.skew < -tolerance

@@ -234,29 +234,39 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// recorded when the server's clock was moved.
     func clockReading(_ local: ClockReading) throws -> ClockReading {
         let server: Int64
+        var uncertainty: Int64 = 0
+        var boot = local.boot
         if !engine.databaseClock {
             server = local.system
         } else if let serverMs, let bootBeforeClocks {
             // The server read its clock somewhere between the statement's sending and its result
             // (`local` was read right after): take the middle, and carry it to `local`'s instant.
+            uncertainty = max(0, local.boot - bootBeforeClocks) / 2 + 1
             server = serverMs + max(0, local.boot - bootBeforeClocks) / 2
         } else {
-            server = try run("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint").rows.first?.decode(Int64.self) ?? local.system
+            // No clock query before this one (a new store's first checkpoint): `local` may be
+            // older than this statement by a migration's time, so the boot clock is read here,
+            // around it, and the reading placed at its end.
+            let before = engine.clock.bootMilliseconds
+            let serverNow = try run("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint").rows.first?.decode(Int64.self)
+            boot = engine.clock.bootMilliseconds
+            uncertainty = max(0, boot - before) / 2 + 1
+            server = (serverNow ?? local.system) + max(0, boot - before) / 2
         }
         serverAtReading = server
         let own = checkpointRead?.bootID == engine.bootScope
         let skew = checkpointRead?.clockSkew ?? 0
         var corrected = server - (own ? 0 : skew)
-        if !own, let predicted = engine.serverClock.predicted(boot: local.boot),
-            abs(corrected - predicted) > engine.clockStepToleranceMs
+        if !own, let predicted = engine.serverClock.predicted(boot: boot),
+            abs(corrected - predicted) > engine.clockStepToleranceMs + uncertainty
         {
             // The server's clock stepped and the lease holder has not recorded it yet: until it
             // does, count on this host's boot clock from the last reading, as the holder does.
             corrected = predicted
         } else {
-            engine.serverClock.record(server: server - skew, boot: local.boot)
+            engine.serverClock.record(server: server - skew, boot: boot)
         }
-        return ClockReading(system: corrected, boot: local.boot, bootID: engine.bootScope)
+        return ClockReading(system: corrected, boot: boot, bootID: engine.bootScope, uncertainty: uncertainty)
     }
 
     /// In a write transaction, what the store reads of items it may change stays locked until
@@ -520,6 +530,32 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         return true
     }
 
+    /// A new item and its event in one statement when nothing is written after them and no
+    /// event waits before theirs: the event goes in under the events' lock as
+    /// ``flushEvents()`` inserts them, last, and takes the generation the insert gave the item.
+    func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool {
+        guard lastWrite, pendingEvents.isEmpty else {
+            guard try insertNew(&item) else { return false }
+            try append(event(item))
+            return true
+        }
+        noteDeadline(item)
+        let record = event(item)
+        var values = Array(Self.itemValues(item).dropFirst())
+        values.append(.int(engine.eventLockKey))
+        let notifying = wakeUp != nil
+        if let wakeUp { values += [.text(engine.channel), .text(wakeUp)] }
+        values += [.text(record.kind), .text(record.key), .text(record.group), .int(record.atMs),
+                   .int(record.deadlineAtMs), .int(record.firedAtMs), .int(record.lateMs)]
+        values += Self.payloadValues(record.payload) + [.text(record.detail)]
+        guard let row = try run(engine.statements.insertNewWithEvent(notifying: notifying), values).rows.first else {
+            return false
+        }
+        (item.id, item.generation) = try row.decode((Int64, Int64).self)
+        if notifying { wakeUp = nil }
+        return true
+    }
+
     func update(_ item: ItemRecord) throws {
         noteDeadline(item)
         try run(engine.statements.update, Self.itemValues(item))
@@ -711,6 +747,35 @@ struct PostgresStatements: Sendable {
             """
         oneEvent = Self.insertEvents(prefix: p, count: 1, notifying: false)
         oneEventNotifying = Self.insertEvents(prefix: p, count: 1, notifying: true)
+        insertNewWithEvent = Self.insertNewWithEvent(prefix: p, insertNew: insertNew, notifying: false)
+        insertNewWithEventNotifying = Self.insertNewWithEvent(prefix: p, insertNew: insertNew, notifying: true)
+    }
+
+    /// ``insertNew`` and, if it inserted, the item's event under the events' lock ($20), with a
+    /// NOTIFY ($21, $22) when `notifying`; the event's values follow, its generation the item's.
+    func insertNewWithEvent(notifying: Bool) -> String {
+        notifying ? insertNewWithEventNotifying : insertNewWithEvent
+    }
+
+    private let insertNewWithEvent: String
+    private let insertNewWithEventNotifying: String
+
+    private static func insertNewWithEvent(prefix p: String, insertNew: String, notifying: Bool) -> String {
+        var next = notifying ? 23 : 21
+        let marks = eventTypes.dropLast().enumerated().map { column, type in
+            guard column != 3 else { return "ins.generation" }
+            defer { next += 1 }
+            return "$\(next)::\(type)"
+        }
+        let lock = notifying ? "pg_advisory_xact_lock($20), pg_notify($21, $22)" : "pg_advisory_xact_lock($20)"
+        // The lock is taken before the event's ID is drawn: no row of the join exists before it.
+        return """
+            WITH ins AS (\(insertNew)),
+            locked AS MATERIALIZED (SELECT \(lock) FROM ins),
+            ev AS (INSERT INTO \(p)countdown_events (\(eventColumns))
+                   SELECT \(marks.joined(separator: ", ")) FROM ins, locked)
+            SELECT id, generation FROM ins
+            """
     }
 
     /// The insert of `count` events under the events' lock ($1), with a NOTIFY ($2, $3) when

@@ -143,6 +143,12 @@ extension RepositoryReading {
 
 extension RepositoryWriting {
     package func lockClocks() throws {}
+
+    package func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool {
+        guard try insertNew(&item) else { return false }
+        try append(event(item))
+        return true
+    }
 }
 
 /// Writes inside one transaction.
@@ -159,6 +165,10 @@ package protocol RepositoryWriting: RepositoryReading {
     /// Inserts `item` unless its key exists, continuing the generations of a removed key, and
     /// sets its `id` and `generation`; returns `false`, having changed nothing, when the key exists.
     func insertNew(_ item: inout ItemRecord) throws -> Bool
+    /// ``insertNew(_:)``, then, if it inserted, appends `event` made from the item. `lastWrite`
+    /// says that the transaction writes nothing after it, so an engine may send both in one
+    /// statement (PostgreSQL does).
+    func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool
     func update(_ item: ItemRecord) throws
     /// Deletes the item, remembering its generation so the key never reuses it.
     func delete(_ item: ItemRecord) throws

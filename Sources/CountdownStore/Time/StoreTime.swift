@@ -121,11 +121,15 @@ package struct ClockReading: Sendable, Hashable {
     package var system: Int64
     package var boot: Int64
     package var bootID: String?
+    /// How far `system` may be from the clock it reads at `boot`, in ms: 0 for the host's own
+    /// clock; half the round trip of the statement that read a database server's clock.
+    package var uncertainty: Int64
 
-    package init(system: Int64, boot: Int64, bootID: String?) {
+    package init(system: Int64, boot: Int64, bootID: String?, uncertainty: Int64 = 0) {
         self.system = system
         self.boot = boot
         self.bootID = bootID
+        self.uncertainty = uncertainty
     }
 
     package init(_ clock: any StoreClock) {
@@ -176,7 +180,7 @@ package struct Checkpoint: Sendable, Hashable {
             active: active + (ticking ? delta : 0),
             gap: gap + (ticking ? 0 : delta))
         return Extrapolation(time: time, unflooredWall: unflooredWall, ticking: ticking, sameBoot: sameBoot,
-                             skew: trustedWall &- unflooredWall)
+                             skew: trustedWall &- unflooredWall, skewUncertainty: reading.uncertainty)
     }
 
     /// W when `delta` ms have passed since this checkpoint.
@@ -229,6 +233,8 @@ struct Extrapolation: Sendable, Hashable {
     var sameBoot: Bool
     /// (system clock + calibration offset) − W: how far the system clock disagrees with the store.
     var skew: Int64
+    /// How far `skew` may be off: the reading's uncertainty.
+    var skewUncertainty: Int64 = 0
 }
 
 /// The store's clocks at one instant, with the checkpoint they were extrapolated from, so that an

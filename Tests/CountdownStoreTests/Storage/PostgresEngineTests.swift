@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PostgresNIO
 import Testing
 
@@ -222,6 +223,55 @@ struct PostgresHostsTests {
         #expect(order.withLock { $0 } == ["first", "second"], "the later-numbered write committed first")
     }
 
+    @Test("A new store whose creation waited for another host's migration starts its clocks at the server's time: no clock event")
+    func slowCreationStartsTheClocksRight() async throws {
+        let schema = PostgresFixtures.newSchema()
+        let (release, releaseNow) = AsyncStream.makeStream(of: Void.self)
+        let locked = Locked(false)
+        // Another session holds the lock a store's creation takes, as a host migrating would.
+        let holder = Task {
+            try await PostgresFixtures.client().withConnection { connection in
+                let logger = Logger(label: "migration-lock")
+                _ = try await connection.query("BEGIN", logger: logger)
+                _ = try await connection.query(
+                    PostgresQuery(unsafeSQL: "SELECT pg_advisory_xact_lock(hashtext('CountdownStore:\(schema)'))"), logger: logger)
+                locked.withLock { $0 = true }
+                for await _ in release {}
+                _ = try await connection.query("COMMIT", logger: logger)
+            }
+        }
+        try await eventually("the lock is held") { locked.withLock { $0 } }
+        let configuration = CountdownStore.Configuration(leaseDuration: .seconds(120), clockEditTolerance: .milliseconds(50))
+        let opening = Task {
+            try await CountdownStore(
+                client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
+                configuration: configuration, databaseClock: true)
+        }
+        try await eventually("the creation waits for the lock") {
+            try await PostgresFixtures.client().query(
+                "SELECT count(*)::bigint FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock%'"
+            ).decode(Int64.self).first { _ in true } ?? 0 > 0
+        }
+        try await Task.sleep(for: .seconds(1))  // a wait far past the 50 ms tolerance
+        releaseNow.finish()
+        try await holder.value
+        let store = try await opening.value
+        try await store.heartbeat()
+        try await store.start("a", duration: .minutes(1))
+        #expect(try await events(store).map(\.kind) == ["started"], "no clock event")
+        // W is the server's clock, not ahead of it by the wait (within half a second either way
+        // of the instants the server read before and after, however slow the machine).
+        let serverNow = { () async throws -> Int64 in
+            try await PostgresFixtures.client().query("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+                .decode(Int64.self).first { _ in true } ?? 0
+        }
+        let before = try await serverNow()
+        let wall = try await store.now().wall
+        let after = try await serverNow()
+        #expect(wall >= before - 500 && wall <= after + 500, "W \(wall) is the server's time, between \(before) and \(after)")
+        try await store.close()
+    }
+
     @Test("Hosts opening one named consumer at the same instant share it: the first creates it, none fails")
     func consumerOpenedSideBySide() async throws {
         let schema = PostgresFixtures.newSchema()
@@ -240,7 +290,11 @@ struct PostgresHostsTests {
         ).decode((String, Int64).self).reduce(into: [String]()) { $0.append("\($1.0)@\($1.1)") }
         #expect(rows == (0..<10).map { "mailer-\($0)@0" }.sorted())
         var events = try await stores[1].consumer("mailer-3").events().makeAsyncIterator()
-        #expect(try await events.next()?.key == "a", "the shared consumer starts at the beginning")
+        let first = try await events.next()
+        let recorded = try await client.query(
+            PostgresQuery(unsafeSQL: "SELECT id, kind, coalesce(key, '-') FROM \"\(schema)\".countdown_events ORDER BY id")
+        ).decode((Int64, String, String).self).reduce(into: [String]()) { $0.append("\($1.0) \($1.1) \($1.2)") }
+        #expect(first?.key == "a", "the shared consumer starts at the beginning: \(String(describing: first)); recorded \(recorded)")
     }
 
     @Test("Writers on three hosts run side by side: a reader following the events never skips one, each due countdown expires once")
