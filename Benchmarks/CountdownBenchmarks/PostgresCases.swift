@@ -15,13 +15,16 @@ struct PostgresSizes {
     var soonest: Int
     var expiring: Int
     var rounds: Int
+    /// Countdowns started on one host and fired on another, with NOTIFY and polling alone.
+    var crossHost: Int
+    var crossHostPolling: Int
 
     static let full = PostgresSizes(
         single: 2_000, bulk: 20_000, concurrent: 4_000, tasks: 16, stored: 1_000_000, lookups: 2_000, soonest: 500,
-        expiring: 10_000, rounds: 5)
+        expiring: 10_000, rounds: 5, crossHost: 200, crossHostPolling: 40)
     static let quick = PostgresSizes(
         single: 100, bulk: 500, concurrent: 320, tasks: 16, stored: 10_000, lookups: 200, soonest: 20, expiring: 200,
-        rounds: 1)
+        rounds: 1, crossHost: 10, crossHostPolling: 3)
 }
 
 /// The PostgreSQL benchmarks: the store on a `PostgresClient` beside the same statements sent
@@ -41,6 +44,7 @@ struct PostgresBenchmarks {
     /// The names `--only` selects the cases by.
     static let caseNames = [
         "postgres single", "postgres bulk", "postgres concurrent", "postgres next", "postgres soonest", "postgres expiring",
+        "postgres cross-host",
     ]
 
     /// What to do to run the PostgreSQL cases, printed when no server was given.
@@ -98,6 +102,10 @@ struct PostgresBenchmarks {
         try await add("postgres single") { [try await singleStart()] }
         try await add("postgres bulk") { [try await bulkStart()] }
         try await add("postgres concurrent") { [try await concurrentStart()] }
+        try await add("postgres cross-host") {
+            try await crossHost(wakeUps: .notifications, count: sizes.crossHost, p50: 10, p99: 50)
+                + (try await crossHost(wakeUps: .pollOnly, count: sizes.crossHostPolling, p50: 1100, p99: 1100))
+        }
         guard ["postgres next", "postgres soonest", "postgres expiring"].contains(where: wanted) else { return }
         log("· building a PostgreSQL store of \(sizes.stored) items…")
         let large = try await largeStore()
@@ -215,6 +223,44 @@ struct PostgresBenchmarks {
         return Figure(
             name: "PostgreSQL: single start, one transaction each", n: count, ours: oursRate, raw: rawRate, unit: "commits/s",
             target: .atLeastRatio(0.7))
+    }
+
+    /// A countdown started on one host and fired on another: the holder's ticker runs on one
+    /// client, the writer starts on another (two pools, as two machines would have), one
+    /// countdown of 50 ms at a time, each due before anything else, so the holder must learn of
+    /// it to fire it on time. Lateness is the expiry's own `late` (when the holder recorded it,
+    /// against its deadline); the writer waits for each expiry on its own event stream.
+    func crossHost(wakeUps: PostgresWakeUps, count: Int, p50: Double, p99: Double) async throws -> [Figure] {
+        let schema = try await emptyStore("cross_\(wakeUps.rawValue)")
+        let holder = try await CountdownStore(client: ours, schema: schema, wakeUps: wakeUps, configuration: Self.storeConfiguration)
+        let writer = try await CountdownStore(client: raw, schema: schema, wakeUps: wakeUps, configuration: Self.storeConfiguration)
+        let ticker = CountdownTicker(store: holder)
+        let running = Task { try await ticker.run() }
+        defer { running.cancel() }
+        let started = Date()
+        while ticker.leaseStatus.map({ if case .held = $0 { false } else { true } }) ?? true {
+            guard Date().timeIntervalSince(started) < 15 else { throw BenchmarkError("the ticker took no lease within 15 s") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        var expiries = try await writer.events(.expiries).makeAsyncIterator()
+        var late: [Double] = []
+        for index in 0..<count {
+            try await writer.start("cross-\(index)", duration: .milliseconds(50))
+            guard let expiry = try await expiries.next() else { throw BenchmarkError("the expiry stream ended") }
+            late.append(Double(expiry.late?.milliseconds ?? 0))
+        }
+        running.cancel()
+        _ = await running.result
+        try await writer.close()
+        try await holder.close()
+        late.sort()
+        let mode = wakeUps == .notifications ? "NOTIFY" : "polling alone"
+        return [
+            Figure(name: "PostgreSQL: started on one host, fired on another, \(mode), p50", n: count, ours: percentile(late, 0.5),
+                   raw: nil, unit: "ms", target: .atMost(p50)),
+            Figure(name: "PostgreSQL: started on one host, fired on another, \(mode), p99", n: count, ours: percentile(late, 0.99),
+                   raw: nil, unit: "ms", target: .atMost(p99)),
+        ]
     }
 
     /// Starts many countdowns in one call (one transaction).
