@@ -71,6 +71,17 @@ extension CountdownStore {
         }
     }
 
+    /// How long the claim of reader `claimant` on event `id` of consumer `name` still runs (ms
+    /// on the store wall clock); `nil` when it has run out or another reader holds it.
+    func claimRemaining(consumer name: String, claimant: String, eventID id: Int64) async throws(CountdownError) -> Int64? {
+        try await reading { tx, now in
+            guard let claim = try tx.consumerClaims(name).first(where: { $0.firstID <= id && id <= $0.lastID }),
+                claim.claimant == claimant, !claim.complete, claim.claimedUntilMs > now.wall
+            else { return nil }
+            return claim.claimedUntilMs - now.wall
+        }
+    }
+
     /// Records that the reader handled the events of its claim up to `id`; with `through`, that
     /// every event up to `id` was handled, whoever claimed it. An event outside every claim
     /// counts as `through`.

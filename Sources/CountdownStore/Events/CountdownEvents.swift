@@ -63,6 +63,9 @@ public struct CountdownEvents: AsyncSequence, Sendable {
         let consumer: Reader?
         /// The pauses after a lost connection.
         var retry = ConnectionRetry()
+        /// The boot-clock instant after which the claimed events left in the buffer are checked
+        /// to be still this reader's before one is handed out.
+        var claimCheckBoot: Int64?
 
         init(store: CountdownStore, filter: EventFilter, after: Int64, consumer: Reader?) {
             self.store = store
@@ -80,18 +83,46 @@ public struct CountdownEvents: AsyncSequence, Sendable {
         /// - Throws: ``CountdownError`` when the database cannot be read for any other reason.
         public mutating func next() async throws -> CountdownEvent? {
             while !Task.isCancelled {
+                let version = store.changes.version
+                let clock = store.configuration.clock
                 if bufferIndex < buffer.count {
+                    if let consumer, let check = claimCheckBoot, clock.bootMilliseconds >= check {
+                        // Long after the claim was taken (this reader stalled, or its handler
+                        // is slow): make sure the rest is still this reader's, so that what
+                        // another reader took over meanwhile is not handed out twice.
+                        do {
+                            let remaining = try await store.claimRemaining(
+                                consumer: consumer.consumer, claimant: consumer.name, eventID: buffer[bufferIndex].id)
+                            retry.succeeded(store.configuration.logger)
+                            if let remaining {
+                                claimCheckBoot = clock.bootMilliseconds + remaining / 2
+                            } else {
+                                buffer = []
+                                bufferIndex = 0
+                                claimCheckBoot = nil
+                                continue
+                            }
+                        } catch {
+                            guard error.isTransient, !Task.isCancelled else { throw error }
+                            let delayMs = retry.failed(error, store.configuration.logger)
+                            do {
+                                try await store.changes.wait(after: version, orUntilBoot: clock.bootMilliseconds + delayMs, on: clock)
+                            } catch {
+                                break
+                            }
+                            continue
+                        }
+                    }
                     defer { bufferIndex += 1 }
                     return buffer[bufferIndex]
                 }
-                let version = store.changes.version
-                let clock = store.configuration.clock
                 var wait: Bool
                 do {
                     if let consumer {
                         let claimed = try await store.claimEvents(consumer: consumer.consumer, claimant: consumer.name, filter: filter)
                         buffer = claimed ?? []
                         wait = claimed == nil
+                        claimCheckBoot = clock.bootMilliseconds + Swift.max(1, store.configuration.claimTimeout.milliseconds) / 2
                     } else {
                         let (events, last) = try await store.deliverableEvents(after: after, filter: filter, limit: 256)
                         after = last
@@ -153,7 +184,8 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 /// claim with each acknowledgement; what it has not acknowledged goes to another reader when it
 /// stops iterating (at once) or dies (after ``CountdownStore/Configuration/claimTimeout``), so
 /// every event is handled at least once across the readers, and twice only when a reader died
-/// or stalled before acknowledging it.
+/// or stalled before acknowledging it. A reader that stalled past its claim checks, before it
+/// hands out the next event, that the rest of its claim is still its own.
 ///
 /// Order then holds within what each reader is given, not across readers: two readers handle
 /// their claims side by side, and an event taken over from a dead reader comes after later

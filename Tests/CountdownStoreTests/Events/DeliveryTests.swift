@@ -184,6 +184,31 @@ struct DeliveryTests {
         withExtendedLifetime(readerA) {}  // host A's reader never ended
     }
 
+    @Test("A reader frozen past its claim wakes up without handing out what another reader took over", arguments: TestEngine.all)
+    func frozenReaderHandsOutNothingTakenOver(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let hostA = try await fixture.open()
+        for index in 1...5 { try await hostA.start("item-\(index)", duration: .seconds(Int64(index))) }
+        try await run(hostA, fixture.clock, for: .seconds(6))
+        let mailerA = try await hostA.consumer("mailer")
+        var readerA = try await mailerA.events(.expiries).makeAsyncIterator()
+        let first = try #require(try await readerA.next())
+        try await mailerA.acknowledge(first)
+        // Host A freezes here, its claim on items 2 to 5 in hand; it runs out and host B takes it.
+        fixture.clock.advance(by: fixture.configuration.claimTimeout)
+        let hostB = try await fixture.open()
+        let mailerB = try await hostB.consumer("mailer")
+        let taken = try await take(4, from: try await mailerB.events(.expiries))
+        #expect(taken.map(\.key) == ["item-2", "item-3", "item-4", "item-5"])
+        for event in taken { try await mailerB.acknowledge(event) }
+
+        // Host A wakes up: the rest of its claim is no longer its own, so it waits for new events.
+        try await hostA.start("item-6", duration: .seconds(1))
+        try await run(hostA, fixture.clock, for: .seconds(2))
+        let next = try #require(try await readerA.next())
+        #expect(next.key == "item-6", "not \(next.key ?? "-"), which host B took over")
+    }
+
     @Test("Consumer names follow the key rules", arguments: TestEngine.all)
     func consumerNamesAreValidated(engine: TestEngine) async throws {
         let fixture = try Fixture(engine: engine)
