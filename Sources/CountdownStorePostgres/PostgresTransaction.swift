@@ -272,7 +272,16 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// In a write transaction, what the store reads of items it may change stays locked until
     /// the end: two writers changing one countdown take turns, and the second sees the first's
     /// change (a countdown expired by one is not expired again by the other).
-    private var forUpdate: String { writing ? " FOR UPDATE" : "" }
+    private var forUpdate: String { writing && lockingRows ? " FOR UPDATE" : "" }
+    /// Off inside ``withoutRowLocks(_:)``.
+    private var lockingRows = true
+
+    func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T {
+        let was = lockingRows
+        lockingRows = false
+        defer { lockingRows = was }
+        return try body()
+    }
 
     /// How far the server's clock (with the calibration offset) is ahead of the store wall clock
     /// `wall` at the last ``clockReading(_:)``: the skew a checkpoint at that reading records, so

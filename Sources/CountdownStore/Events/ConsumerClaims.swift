@@ -48,7 +48,9 @@ extension CountdownStore {
                     ConsumerClaim(consumer: name, firstID: after + 1, lastID: last, ackedThrough: after, claimant: claimant, claimedUntilMs: 0))
                 index = claims.count - 1
             }
-            let events = try Self.deliverable(records, filter: filter, tx)
+            // The items are read without locks: this transaction holds the consumer's row, and
+            // writers lock items before they come to it (every write records due expiries first).
+            let events = try tx.withoutRowLocks { try Self.deliverable(records, filter: filter, tx) }
             claims[index].claimant = claimant
             claims[index].claimedUntilMs = now.wall + timeoutMs
             if let last = events.last, claims[index].lastID > last.id {

@@ -134,11 +134,16 @@ package protocol RepositoryReading {
     /// calibration offset) is ahead of the store wall clock `wall`, at the instant of the last
     /// ``clockReading(_:)``; `nil` for SQLite.
     func databaseClockSkew(wall: Int64) -> Int64?
+    /// Runs `body`, whose reads of items take no row locks even in a write transaction (where
+    /// engines that run writers side by side lock what they read): for reads that only decide
+    /// what to show, taken after other locks, where a lock would risk a deadlock.
+    func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T
 }
 
 extension RepositoryReading {
     package func clockReading(_ local: ClockReading) throws -> ClockReading { local }
     package func databaseClockSkew(wall: Int64) -> Int64? { nil }
+    package func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T { try body() }
 }
 
 extension RepositoryWriting {

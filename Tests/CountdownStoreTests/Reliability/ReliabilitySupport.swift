@@ -192,7 +192,7 @@ final class HelperProcess: @unchecked Sendable {
         while process.isRunning, Date() < deadline { usleep(10_000) }
         if process.isRunning {
             killGroup(process.processIdentifier)
-            Issue.record("\(name): its output ended but it did not exit within 10 s; killed with its process group")
+            Issue.record("\(name): its output ended but it did not exit within 10 s; killed with its process group. stderr: \(stderr.suffix(2000))")
         } else if let status {
             let exitedAsExpected = process.terminationReason == .exit && process.terminationStatus == status
             let killedByThisTest = killedOnPurpose && signalled == SIGKILL
