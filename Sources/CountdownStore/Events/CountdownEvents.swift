@@ -74,6 +74,21 @@ public struct CountdownEvents: AsyncSequence, Sendable {
             self.consumer = consumer
         }
 
+        /// After a failed read: throws `error` unless the connection was lost (a PostgreSQL
+        /// server restarting), else waits before the same reader asks again, keeping what it has
+        /// claimed. Returns `false` when the wait was cancelled.
+        private mutating func pause(after error: CountdownError, version: UInt64) async throws -> Bool {
+            guard error.isTransient, !Task.isCancelled else { throw error }
+            let delayMs = retry.failed(error, store.configuration.logger)
+            let clock = store.configuration.clock
+            do {
+                try await store.changes.wait(after: version, orUntilBoot: clock.bootMilliseconds + delayMs, on: clock)
+                return true
+            } catch {
+                return false
+            }
+        }
+
         /// The next event, waiting for it as long as needed; `nil` once the task is cancelled.
         ///
         /// A lost connection to the database (a PostgreSQL server restarting, a terminated
@@ -103,13 +118,7 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                                 continue
                             }
                         } catch {
-                            guard error.isTransient, !Task.isCancelled else { throw error }
-                            let delayMs = retry.failed(error, store.configuration.logger)
-                            do {
-                                try await store.changes.wait(after: version, orUntilBoot: clock.bootMilliseconds + delayMs, on: clock)
-                            } catch {
-                                break
-                            }
+                            guard try await pause(after: error, version: version) else { break }
                             continue
                         }
                     }
@@ -131,15 +140,7 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                     }
                     retry.succeeded(store.configuration.logger)
                 } catch {
-                    guard error.isTransient, !Task.isCancelled else { throw error }
-                    // The connection was lost (a PostgreSQL server restarting): the same reader
-                    // asks again after a pause, keeping what it has claimed.
-                    let delayMs = retry.failed(error, store.configuration.logger)
-                    do {
-                        try await store.changes.wait(after: version, orUntilBoot: clock.bootMilliseconds + delayMs, on: clock)
-                    } catch {
-                        break
-                    }
+                    guard try await pause(after: error, version: version) else { break }
                     continue
                 }
                 bufferIndex = 0
