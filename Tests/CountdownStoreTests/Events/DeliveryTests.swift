@@ -156,9 +156,11 @@ struct DeliveryTests {
         #expect(try await mailerA.acknowledgedThrough() == second[2].id, "every event acknowledged, once")
     }
 
-    @Test("A reader that dies keeps its unacknowledged events until its claim runs out; then another reader gets them, and only them, again", arguments: TestEngine.all)
-    func deadReadersEventsGoToAnother(engine: TestEngine) async throws {
-        let fixture = try Fixture(engine: engine)
+    /// Host A of `fixture`: five countdowns expired, the consumer `mailer` read by one reader,
+    /// which handled and acknowledged the first expiry and holds a claim on the other four.
+    private func firstOfFiveExpiries(
+        _ fixture: Fixture
+    ) async throws -> (EventConsumer, CountdownEvents.Iterator, CountdownEvent) {
         let hostA = try await fixture.open()
         for index in 1...5 { try await hostA.start("item-\(index)", duration: .seconds(Int64(index))) }
         try await run(hostA, fixture.clock, for: .seconds(6))
@@ -166,6 +168,14 @@ struct DeliveryTests {
         var readerA = try await mailerA.events(.expiries).makeAsyncIterator()
         let handled = try #require(try await readerA.next())
         try await mailerA.acknowledge(handled)
+        return (mailerA, readerA, handled)
+    }
+
+    @Test("A reader that dies keeps its unacknowledged events until its claim runs out; then another reader gets them, and only them, again", arguments: TestEngine.all)
+    func deadReadersEventsGoToAnother(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let (_, claimed, handled) = try await firstOfFiveExpiries(fixture)
+        var readerA = claimed
         let cutOff = try #require(try await readerA.next())  // handled; its acknowledgement never made
         #expect([handled.key, cutOff.key] == ["item-1", "item-2"])
         // Host A dies here: it neither acknowledges nor stops reading.
@@ -187,13 +197,9 @@ struct DeliveryTests {
     @Test("A reader frozen past its claim wakes up without handing out what another reader took over", arguments: TestEngine.all)
     func frozenReaderHandsOutNothingTakenOver(engine: TestEngine) async throws {
         let fixture = try Fixture(engine: engine)
-        let hostA = try await fixture.open()
-        for index in 1...5 { try await hostA.start("item-\(index)", duration: .seconds(Int64(index))) }
-        try await run(hostA, fixture.clock, for: .seconds(6))
-        let mailerA = try await hostA.consumer("mailer")
-        var readerA = try await mailerA.events(.expiries).makeAsyncIterator()
-        let first = try #require(try await readerA.next())
-        try await mailerA.acknowledge(first)
+        let (mailerA, claimed, _) = try await firstOfFiveExpiries(fixture)
+        var readerA = claimed
+        let hostA = mailerA.store
         // Host A freezes here, its claim on items 2 to 5 in hand; it runs out and host B takes it.
         fixture.clock.advance(by: fixture.configuration.claimTimeout)
         let hostB = try await fixture.open()

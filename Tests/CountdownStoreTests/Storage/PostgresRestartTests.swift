@@ -14,19 +14,29 @@ struct PostgresRestartTests {
             .decode(Int64.self).first { _ in true }.map(Int.init) ?? 0
     }
 
-    @Test("A ticker whose heartbeat is cut by a fast server restart keeps running, heartbeats again and expires the item afterwards")
-    func tickerRidesOutAServerRestart() async throws {
+    /// Runs `body` with a store in a new schema of a server of its own, removed afterwards.
+    private func withDedicatedStore(
+        wakeUps: PostgresWakeUps = .pollOnly, configuration: CountdownStore.Configuration,
+        _ body: (TestPostgres, PostgresClient, String, CountdownStore) async throws -> Void
+    ) async throws {
         let server = try TestPostgres.dedicated()
         defer { server.discard() }
         try await server.withClient { client in
-            let clock = VirtualClock()
-            let records = RecordingLogHandler.Records()
-            let configuration = CountdownStore.Configuration(
-                clock: clock, logger: Logger(label: "restart") { _ in RecordingLogHandler(records: records) })
             let schema = PostgresFixtures.newSchema()
             let store = try await CountdownStore(
-                client: client, schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .notifications,
+                client: client, schema: schema, place: "schema \(schema)", runner: nil, wakeUps: wakeUps,
                 configuration: configuration, databaseClock: false)
+            try await body(server, client, schema, store)
+        }
+    }
+
+    @Test("A ticker whose heartbeat is cut by a fast server restart keeps running, heartbeats again and expires the item afterwards")
+    func tickerRidesOutAServerRestart() async throws {
+        let clock = VirtualClock()
+        let records = RecordingLogHandler.Records()
+        let configuration = CountdownStore.Configuration(
+            clock: clock, logger: Logger(label: "restart") { _ in RecordingLogHandler(records: records) })
+        try await withDedicatedStore(wakeUps: .notifications, configuration: configuration) { server, client, schema, store in
             let running = await RunningTicker(store)
             try await store.start("after-restart", duration: .seconds(5))
             await running.advance(clock, by: .seconds(1))
@@ -81,14 +91,7 @@ struct PostgresRestartTests {
 
     @Test("A store whose connections the server terminated reads, writes and closes without an error")
     func terminatedConnectionsAreReplaced() async throws {
-        let server = try TestPostgres.dedicated()
-        defer { server.discard() }
-        try await server.withClient { client in
-            let schema = PostgresFixtures.newSchema()
-            let clock = VirtualClock()
-            let store = try await CountdownStore(
-                client: client, schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
-                configuration: CountdownStore.Configuration(clock: clock), databaseClock: false)
+        try await withDedicatedStore(configuration: CountdownStore.Configuration(clock: VirtualClock())) { server, _, _, store in
             try await store.heartbeat()
             try await store.start("a", duration: .minutes(1))
             let mailer = try await store.consumer("mailer")
@@ -111,16 +114,10 @@ struct PostgresRestartTests {
 
     @Test("A store closes, with a warning, while its server is down: its lease runs out by itself")
     func closesWhileTheServerIsDown() async throws {
-        let server = try TestPostgres.dedicated()
-        defer { server.discard() }
-        try await server.withClient { client in
-            let schema = PostgresFixtures.newSchema()
-            let records = RecordingLogHandler.Records()
-            let configuration = CountdownStore.Configuration(
-                clock: VirtualClock(), logger: Logger(label: "down") { _ in RecordingLogHandler(records: records) })
-            let store = try await CountdownStore(
-                client: client, schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
-                configuration: configuration, databaseClock: false)
+        let records = RecordingLogHandler.Records()
+        let configuration = CountdownStore.Configuration(
+            clock: VirtualClock(), logger: Logger(label: "down") { _ in RecordingLogHandler(records: records) })
+        try await withDedicatedStore(configuration: configuration) { server, _, _, store in
             try await store.heartbeat()
             try await onThread { Result { try server.pgCtl(["stop", "-m", "fast"]) } }.get()
             try await store.close()
