@@ -500,10 +500,16 @@ public final class CountdownStore: Sendable {
                 return nil
             }
             var outcome: Result<Void, CountdownError> = .success(())
+            var writesEnded = false
             var timedOut = false
             for await child in group {
                 group.cancelAll()  // whichever ends first, the other is not needed any more
-                if let child { outcome = child } else if !Task.isCancelled { timedOut = true }
+                if let child {
+                    outcome = child
+                    writesEnded = true
+                } else if !writesEnded {
+                    timedOut = true  // the bound ran out first: the writes were cancelled
+                }
             }
             return (outcome, timedOut)
         }

@@ -125,4 +125,14 @@ struct PostgresRestartTests {
             #expect(warnings.contains("could not give up the lease and claims while closing; they run out by themselves"), "\(warnings)")
         }
     }
+
+    @Test("A store whose final writes fail for another reason than the connection reports it from close()")
+    func closeReportsAFailureOfTheData() async throws {
+        try await withDedicatedStore(configuration: CountdownStore.Configuration(clock: VirtualClock())) { _, client, schema, store in
+            try await store.heartbeat()
+            _ = try await client.query(PostgresQuery(unsafeSQL: "DROP TABLE \"\(schema)\".countdown_lease CASCADE"))
+            let error = await expectError(.storageFailure) { try await store.close() }
+            #expect(error?.isTransient == false, "\(String(describing: error))")
+        }
+    }
 }
