@@ -756,18 +756,18 @@ struct PostgresStatements: Sendable {
             """
         oneEvent = Self.insertEvents(prefix: p, count: 1, notifying: false)
         oneEventNotifying = Self.insertEvents(prefix: p, count: 1, notifying: true)
-        insertNewWithEvent = Self.insertNewWithEvent(prefix: p, insertNew: insertNew, notifying: false)
-        insertNewWithEventNotifying = Self.insertNewWithEvent(prefix: p, insertNew: insertNew, notifying: true)
+        newWithEvent = Self.insertNewWithEvent(prefix: p, insertNew: insertNew, notifying: false)
+        newWithEventNotifying = Self.insertNewWithEvent(prefix: p, insertNew: insertNew, notifying: true)
     }
 
     /// ``insertNew`` and, if it inserted, the item's event under the events' lock ($20), with a
     /// NOTIFY ($21, $22) when `notifying`; the event's values follow, its generation the item's.
     func insertNewWithEvent(notifying: Bool) -> String {
-        notifying ? insertNewWithEventNotifying : insertNewWithEvent
+        notifying ? newWithEventNotifying : newWithEvent
     }
 
-    private let insertNewWithEvent: String
-    private let insertNewWithEventNotifying: String
+    private let newWithEvent: String
+    private let newWithEventNotifying: String
 
     private static func insertNewWithEvent(prefix p: String, insertNew: String, notifying: Bool) -> String {
         var next = notifying ? 23 : 21
