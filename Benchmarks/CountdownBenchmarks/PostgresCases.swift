@@ -291,8 +291,8 @@ struct PostgresBenchmarks {
     }
 
     /// `sizes.tasks` tasks start countdowns at once, each one per transaction: on one store for
-    /// ours, on the raw client's pool for raw. Every write of the store locks its clock row, so
-    /// its writers take turns; raw inserts do not.
+    /// ours, on the raw client's pool for raw. Neither side's writers wait for one another, so
+    /// their commits share the server's flushes.
     func concurrentStart() async throws -> Figure {
         let count = sizes.concurrent
         let tasks = sizes.tasks

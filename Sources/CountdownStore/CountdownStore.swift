@@ -146,23 +146,25 @@ public final class CountdownStore: Sendable {
     /// The body also learns whether any running countdown has come due (expired for every
     /// reader, not recorded yet), from the soonest deadlines the clock query reads anyway.
     func reading<T: Sendable>(
-        _ body: @escaping @Sendable (any RepositoryReading, Now) throws -> T
+        events: Bool = false, _ body: @escaping @Sendable (any RepositoryReading, Now) throws -> T
     ) async throws(CountdownError) -> T {
-        try await reading { tx, now, _ in try body(tx, now) }
+        try await reading(events: events) { tx, now, _ in try body(tx, now) }
     }
 
-    /// ``reading(_:)`` whose body also gets the soonest deadlines of running countdowns.
+    /// ``reading(_:)`` whose body also gets the soonest deadlines of running countdowns. With
+    /// `events`, the body reads events by ID (see ``CountdownRepository/readEvents(_:)``).
     func reading<T: Sendable>(
-        _ body: @escaping @Sendable (any RepositoryReading, Now, SoonestDeadlines) throws -> T
+        events: Bool = false, _ body: @escaping @Sendable (any RepositoryReading, Now, SoonestDeadlines) throws -> T
     ) async throws(CountdownError) -> T {
         try await translatingErrors(path: path) {
             try await using.run {
-                try await engine.read { tx in
+                let read = { @Sendable (tx: any RepositoryReading) throws -> T in
                     let (extrapolation, checkpoint, lease, soonest, _) = try self.extrapolate(tx)
                     self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
                     let now = Now(self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
                     return try body(tx, now, soonest)
                 }
+                return try await events ? engine.readEvents(read) : engine.read(read)
             }
         }
     }

@@ -130,11 +130,10 @@ extension CountdownStore {
             serverClock: ServerClockEstimate(), runner: runner,
             databaseClock: databaseClock, wakeUps: wakeUps,
             clockStepToleranceMs: max(1, configuration.clockEditTolerance.milliseconds),
-            channel: notificationChannel(schema: schema), eventLockKey: eventLockKey(schema: schema),
+            channel: notificationChannel(schema: schema), eventLockClass: eventLockClass(schema: schema),
             clock: configuration.clock, beforeCommit: beforeCommit,
             statements: PostgresStatements(
-                prefix: prefix, checkpointColumns: PostgresTransaction.checkpointColumns,
-                insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes))
+                prefix: prefix, insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes))
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first, upTo: last)
@@ -151,9 +150,10 @@ func notificationChannel(schema: String?) -> String {
     return "countdown_" + String(stableHash(schema), radix: 16)
 }
 
-/// The key of the advisory lock under which the events of the store in `schema` are inserted.
-func eventLockKey(schema: String?) -> Int64 {
-    Int64(bitPattern: stableHash("CountdownStore events:" + (schema ?? "")))
+/// The first key of the advisory locks that the writers of events of the store in `schema`
+/// hold (see ``PostgresTransaction/flushEvents()``).
+func eventLockClass(schema: String?) -> Int32 {
+    Int32(truncatingIfNeeded: stableHash("CountdownStore events:" + (schema ?? "")))
 }
 
 /// FNV-1a of `text`: stable across processes and machines.

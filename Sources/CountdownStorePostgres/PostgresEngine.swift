@@ -12,8 +12,9 @@ import PostgresNIO
 ///
 /// Writers run side by side: each locks the rows of the countdowns it changes, and only the few
 /// writes that move the checkpoint or the lease lock the `countdown_clock` row. Their events go
-/// in last, under a transaction-scoped lock held to the commit, so event IDs become visible in
-/// order (see ``PostgresTransaction/flushEvents()``).
+/// in last, and readers of events read no further than the first ID a writer still under way
+/// may hold, so that IDs are read in order, never a lower one after a higher one (see
+/// ``PostgresTransaction/flushEvents()`` and ``PostgresTransaction/eventHorizon()``).
 struct PostgresEngine: StorageEngine {
     let client: PostgresClient
     /// `"schema".` to put before every table name, or empty for the connection's search path.
@@ -39,9 +40,9 @@ struct PostgresEngine: StorageEngine {
     let clockStepToleranceMs: Int64
     /// The NOTIFY channel of this store (one per schema).
     let channel: String
-    /// The key of the transaction-scoped advisory lock under which this store's events are
-    /// inserted (one per schema).
-    let eventLockKey: Int64
+    /// The first key of the transaction-scoped advisory locks that this store's writers of
+    /// events hold (one per schema; see ``PostgresTransaction/flushEvents()``).
+    let eventLockClass: Int32
     /// This host's clocks (the configuration's): the boot clock brackets each reading of the server's.
     let clock: any StoreClock
     /// Called in every write transaction right before its COMMIT (tests hold a writer there).
@@ -62,6 +63,13 @@ struct PostgresEngine: StorageEngine {
         try await transaction(writing: true) { tx in try body(tx) }
     }
 
+    /// A read transaction that reads events by ID: the event horizon is computed before its
+    /// BEGIN, so that its one snapshot shows every event up to it (see
+    /// ``PostgresTransaction/eventHorizon()``).
+    func readEvents<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws -> T {
+        try await transaction(writing: false, eventHorizonFirst: true) { tx in try body(tx) }
+    }
+
     /// How many times a write the server chose as a deadlock's victim is run again.
     static let deadlockRetries = 5
 
@@ -71,13 +79,13 @@ struct PostgresEngine: StorageEngine {
     /// the same rows in different orders (bulk operations over overlapping keys) deadlock, and
     /// the server rolls one back: that one runs again, up to ``deadlockRetries`` times.
     func transaction<T: Sendable>(
-        writing: Bool, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
+        writing: Bool, eventHorizonFirst: Bool = false, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
     ) async throws -> T {
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await attemptTransaction(writing: writing, body)
+                return try await attemptTransaction(writing: writing, eventHorizonFirst: eventHorizonFirst, body)
             } catch let error as PostgresFailure where writing && error.isDeadlock && attempt <= Self.deadlockRetries {
                 logger.debug("a write was rolled back by a deadlock; running it again", metadata: ["attempt": "\(attempt)"])
             } catch let failed as BeginFailed {
@@ -90,12 +98,20 @@ struct PostgresEngine: StorageEngine {
     }
 
     private func attemptTransaction<T: Sendable>(
-        writing: Bool, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
+        writing: Bool, eventHorizonFirst: Bool, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
     ) async throws -> T {
         do {
             return try await client.withConnection { connection in
                 try await Blocking.run {
                     let tx = PostgresTransaction(engine: self, connection: connection, writing: writing)
+                    if eventHorizonFirst {
+                        do {
+                            tx.horizon = try tx.computeEventHorizon()
+                        } catch {
+                            // Nothing ran yet, as for a failed BEGIN.
+                            throw BeginFailed(failure: PostgresFailure(error, place: place))
+                        }
+                    }
                     // Sent without waiting: it runs before the body's first statement, whose
                     // wait takes its result first.
                     try tx.sendUnanswered(
@@ -133,15 +149,14 @@ struct PostgresEngine: StorageEngine {
 
     // MARK: StorageEngine
 
-    /// The last event ID: it changes whenever anybody commits an event.
+    /// The event horizon (see ``PostgresTransaction/eventHorizon()``): it changes whenever
+    /// anybody commits an event.
     func foreignChangeToken() async throws -> Int {
         do {
             let value = try await client.withConnection { connection in
-                let result = try await Blocking.result(
-                    of: connection.query(
-                        PostgresQuery(unsafeSQL: "SELECT coalesce(max(id), 0) FROM \(prefix)countdown_events"), logger: logger),
-                    on: connection)
-                return try result.rows.first?.decode(Int64.self) ?? 0
+                try await Blocking.run {
+                    try PostgresTransaction(engine: self, connection: connection, writing: false).computeEventHorizon()
+                }
             }
             return Int(truncatingIfNeeded: value)
         } catch {

@@ -82,16 +82,19 @@ enum PostgresMigrator {
         return problems.isEmpty ? ["ok"] : problems
     }
 
-    /// The statements of a migration file: each ends with `;` at the end of a line (the files
-    /// define tables, indexes and views, never a function body); comment lines are dropped.
+    /// The statements of a migration file: each ends with `;` at the end of a line, outside a
+    /// function's body (between a line holding `$$` and the next); comment lines are dropped.
     static func statements(of sql: String) -> [String] {
         var statements: [String] = []
         var current = ""
+        // Inside a function's body, quoted by `$$`, a line ending with `;` ends nothing.
+        var inBody = false
         for line in sql.split(separator: "\n", omittingEmptySubsequences: false) {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if trimmed.hasPrefix("--") || trimmed.isEmpty { continue }
+            if !inBody && (trimmed.hasPrefix("--") || trimmed.isEmpty) { continue }
             current += line + "\n"
-            if trimmed.hasSuffix(";") {
+            if trimmed.components(separatedBy: "$$").count % 2 == 0 { inBody.toggle() }
+            if !inBody && trimmed.hasSuffix(";") {
                 statements.append(current)
                 current = ""
             }

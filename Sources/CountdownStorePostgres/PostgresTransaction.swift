@@ -393,12 +393,62 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
 
     func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
         try flushEvents()
-        return try run(selectEvents + " WHERE id > $1 ORDER BY id LIMIT $2", [.int(afterID), .int(Int64(limit))]).rows.map(Self.event)
+        let horizon = try eventHorizon()
+        guard horizon > afterID else { return [] }
+        return try run(
+            selectEvents + " WHERE id > $1 AND id <= $3 ORDER BY id LIMIT $2", [.int(afterID), .int(Int64(limit)), .int(horizon)]
+        ).rows.map(Self.event)
     }
 
     func lastEventID() throws -> Int64 {
         try flushEvents()
-        return try run("SELECT coalesce(max(id), 0) FROM \(p)countdown_events").rows.first?.decode(Int64.self) ?? 0
+        return try run("SELECT coalesce(max(id), 0) FROM \(p)countdown_events WHERE id <= $1", [.int(try eventHorizon())])
+            .rows.first?.decode(Int64.self) ?? 0
+    }
+
+    // MARK: The event horizon
+
+    /// The modulus of a writer's floor in its lock's second key (a lock key is 32 bits).
+    static let floorModulus: Int64 = 1 << 31
+
+    /// The highest event ID up to which every event is either committed or never will be: the
+    /// last ID numbered, or, below it, the floor of the first writer of events still under way
+    /// (see ``flushEvents()``). Reads of events by ID go no further.
+    ///
+    /// It holds for any snapshot taken after it is computed: a writer that numbered an ID up to
+    /// the last one was holding its lock when that was read, so it either still holds it when
+    /// the locks are read next (its floor, below all its IDs, bounds the horizon) or has ended,
+    /// its commit visible to every later snapshot. A write transaction (READ COMMITTED) takes a
+    /// snapshot per statement and computes it at its first read of events; a read transaction
+    /// (one snapshot, taken at its first statement) has it computed before its BEGIN
+    /// (``PostgresEngine/readEvents(_:)``).
+    func eventHorizon() throws -> Int64 {
+        if let horizon { return horizon }
+        assert(writing, "a read transaction reads events by ID without the horizon computed before its snapshot")
+        let horizon = try computeEventHorizon()
+        self.horizon = horizon
+        return horizon
+    }
+
+    /// The event horizon computed before this transaction's BEGIN (read transactions that read events).
+    var horizon: Int64?
+
+    /// Reads the last event ID numbered, then the floors of the writers under way, and gives the horizon.
+    func computeEventHorizon() throws -> Int64 {
+        // Two statements, in this order, sent together.
+        let lastSent = try send(engine.statements.lastNumberedEvent, [])
+        let floorsSent = try send(
+            engine.statements.eventWriterFloors, [.int(Int64(UInt32(bitPattern: engine.eventLockClass)))])
+        try takeUnanswered()
+        let last = try Array(Blocking.wait(for: lastSent, on: connection).rows).first?.decode(Int64.self) ?? 0
+        var horizon = last
+        for row in try Array(Blocking.wait(for: floorsSent, on: connection).rows) {
+            // The floor is `last` or below it, less than 2³⁰ apart; a floor a little above
+            // `last` (a writer that began after it was read) bounds nothing.
+            let behind = ((last - (try row.decode(Int64.self))) % Self.floorModulus + Self.floorModulus) % Self.floorModulus
+            if behind < Self.floorModulus / 2 { horizon = min(horizon, last - behind) }
+        }
+        return horizon
     }
 
     func retiredGeneration(key: String) throws -> Int64? {
@@ -551,17 +601,16 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         noteDeadline(item)
         let record = event(item)
         var values = Array(Self.itemValues(item).dropFirst())
-        values.append(.int(engine.eventLockKey))
-        let notifying = wakeUp != nil
-        if let wakeUp { values += [.text(engine.channel), .text(wakeUp)] }
+        values.append(.int(Int64(engine.eventLockClass)))
+        values += wakeUp.map { [.text(engine.channel), .text($0)] } ?? [.null, .null]
         values += [.text(record.kind), .text(record.key), .text(record.group), .int(record.atMs),
                    .int(record.deadlineAtMs), .int(record.firedAtMs), .int(record.lateMs)]
         values += Self.payloadValues(record.payload) + [.text(record.detail)]
-        guard let row = try run(engine.statements.insertNewWithEvent(notifying: notifying), values).rows.first else {
+        guard let row = try run(engine.statements.insertNewWithEvent, values).rows.first else {
             return false
         }
         (item.id, item.generation) = try row.decode((Int64, Int64).self)
-        if notifying { wakeUp = nil }
+        wakeUp = nil
         return true
     }
 
@@ -584,15 +633,16 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         pendingEvents.append(event)
     }
 
-    /// Inserts the events appended so far, under a lock on the events that this transaction
-    /// then holds until it ends, and queues the wake-up notification if there is one.
+    /// Inserts the events appended so far, and queues the wake-up notification if there is one.
     ///
     /// Event IDs are numbered as they are inserted, and a consumer reads past every ID it has
-    /// seen: so IDs must become visible in order, never a lower one after a higher one. Writers
-    /// run side by side until their events go in; from there to the commit, the one holding the
-    /// lock is the only one inserting events, so its IDs follow every committed one and commit
-    /// before the next writer numbers any. The lock is transaction-scoped (an advisory lock
-    /// released at commit or rollback, which PgBouncer's transaction pooling keeps whole).
+    /// seen, so a reader must never see a higher ID before a lower one that commits later.
+    /// Writers do not take turns for that (they would commit one at a time): before it numbers
+    /// its first event, a writer takes a shared advisory lock whose second key is the last ID
+    /// numbered so far (its floor: every ID it takes is above it), and holds it until it commits
+    /// or rolls back; readers read no further than the lowest floor of the writers under way
+    /// (see ``eventHorizon()``). The lock is transaction-scoped (released at commit or rollback,
+    /// which PgBouncer's transaction pooling keeps whole) and shared, so no writer waits for it.
     func flushEvents() throws {
         try flushEvents(leavingLastUnanswered: false)
     }
@@ -615,7 +665,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
 
     /// The statement that inserts `events` under the events' lock, and its values.
     private func insertEvents(_ events: ArraySlice<EventRecord>) -> (String, [Value]) {
-        var values: [Value] = [.int(engine.eventLockKey)]
+        var values: [Value] = [.int(Int64(engine.eventLockClass))]
         let notifying = wakeUp != nil
         if let wakeUp {
             values += [.text(engine.channel), .text(wakeUp)]
@@ -718,6 +768,14 @@ struct PostgresStatements: Sendable {
     let insertNew: String
     /// The update of every column of an item, by id.
     let update: String
+    /// The last event ID numbered, committed or not (0 before the first).
+    let lastNumberedEvent: String
+    /// The second keys of the event writers' locks held now (see ``PostgresTransaction/flushEvents()``).
+    let eventWriterFloors = """
+        SELECT objid::bigint FROM pg_locks
+        WHERE locktype = 'advisory' AND classid = $1::bigint::oid AND objsubid = 2 AND granted
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        """
     private let prefix: String
     private let oneEvent: String
     private let oneEventNotifying: String
@@ -726,18 +784,11 @@ struct PostgresStatements: Sendable {
     static let eventColumns = "kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
     static let eventTypes = ["text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bytea", "text", "int"]
 
-    init(prefix p: String, checkpointColumns: String, insertColumns: String, insertTypes: [String]) {
+    init(prefix p: String, insertColumns: String, insertTypes: [String]) {
         prefix = p
-        clocks = """
-            SELECT \(checkpointColumns), l.holder, l.acquired_at_ms, l.expires_at_ms,
-                (SELECT deadline_ms FROM \(p)countdowns
-                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'wall' ORDER BY deadline_ms LIMIT 1),
-                (SELECT deadline_ms FROM \(p)countdowns
-                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = 'active' ORDER BY deadline_ms LIMIT 1),
-                floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-            FROM \(p)countdown_clock AS c LEFT JOIN \(p)countdown_lease AS l ON l.id = 1
-            WHERE c.id = 1
-            """
+        lastNumberedEvent = "SELECT coalesce(pg_sequence_last_value(\(Self.eventSequence(prefix: p))), 0)"
+        // A function of the schema (migration 0003): the server plans its query once per connection.
+        clocks = "SELECT * FROM \(p)countdown_clocks()"
         let marks = insertTypes.indices.map { index in
             index == 6
                 ? "greatest($7::bigint, coalesce((SELECT generation + 1 FROM \(p)countdown_retired_keys WHERE key = $1::text), 0))"
@@ -756,42 +807,28 @@ struct PostgresStatements: Sendable {
             """
         oneEvent = Self.insertEvents(prefix: p, count: 1, notifying: false)
         oneEventNotifying = Self.insertEvents(prefix: p, count: 1, notifying: true)
-        newWithEvent = Self.insertNewWithEvent(prefix: p, insertNew: insertNew, notifying: false)
-        newWithEventNotifying = Self.insertNewWithEvent(prefix: p, insertNew: insertNew, notifying: true)
+        // The item's columns, the lock class, the NOTIFY, the event's columns but its generation and `ord`.
+        let types = insertTypes + ["int", "text", "text"]
+            + Self.eventTypes.dropLast().enumerated().filter { $0.offset != 3 }.map(\.element)
+        let arguments = types.enumerated().map { "$\($0.offset + 1)::\($0.element)" }
+        insertNewWithEvent = "SELECT * FROM \(p)countdown_insert_with_event(\(arguments.joined(separator: ", ")))"
     }
 
-    /// ``insertNew`` and, if it inserted, the item's event under the events' lock ($20), with a
-    /// NOTIFY ($21, $22) when `notifying`; the event's values follow, its generation the item's.
-    func insertNewWithEvent(notifying: Bool) -> String {
-        notifying ? newWithEventNotifying : newWithEvent
-    }
-
-    private let newWithEvent: String
-    private let newWithEventNotifying: String
-
-    private static func insertNewWithEvent(prefix p: String, insertNew: String, notifying: Bool) -> String {
-        var next = notifying ? 23 : 21
-        let marks = eventTypes.dropLast().enumerated().map { column, type in
-            guard column != 3 else { return "ins.generation" }
-            defer { next += 1 }
-            return "$\(next)::\(type)"
-        }
-        let lock = notifying ? "pg_advisory_xact_lock($20), pg_notify($21, $22)" : "pg_advisory_xact_lock($20)"
-        // The lock is taken before the event's ID is drawn: no row of the join exists before it.
-        return """
-            WITH ins AS (\(insertNew)),
-            locked AS MATERIALIZED (SELECT \(lock) FROM ins),
-            ev AS (INSERT INTO \(p)countdown_events (\(eventColumns))
-                   SELECT \(marks.joined(separator: ", ")) FROM ins, locked)
-            SELECT id, generation FROM ins
-            """
-    }
+    /// ``insertNew`` and, if it inserted, the item's event, with the events' lock class ($20)
+    /// and a NOTIFY on channel $21 of $22 when $21 is not null; the event's values follow
+    /// (without its generation: the item's). A function of the schema (migration 0003).
+    let insertNewWithEvent: String
 
     /// The insert of `count` events under the events' lock ($1), with a NOTIFY ($2, $3) when
     /// `notifying`; each event's values follow, in ``eventTypes`` order.
     func insertEvents(count: Int, notifying: Bool) -> String {
         if count == 1 { return notifying ? oneEventNotifying : oneEvent }
         return Self.insertEvents(prefix: prefix, count: count, notifying: notifying)
+    }
+
+    /// The event sequence, as a `regclass` literal.
+    private static func eventSequence(prefix p: String) -> String {
+        "'" + (p + "countdown_events_id_seq").replacingOccurrences(of: "'", with: "''") + "'::regclass"
     }
 
     private static func insertEvents(prefix p: String, count: Int, notifying: Bool) -> String {
@@ -805,7 +842,7 @@ struct PostgresStatements: Sendable {
             }
             rows.append("(" + marks.joined(separator: ", ") + ")")
         }
-        let lock = notifying ? "pg_advisory_xact_lock($1), pg_notify($2, $3)" : "pg_advisory_xact_lock($1)"
+        let lock = "\(p)countdown_lock_event_writer($1::int)" + (notifying ? ", pg_notify($2, $3)" : "")
         // The lock is taken before any ID is drawn: no row of the join exists before its one row.
         return """
             WITH locked AS MATERIALIZED (SELECT \(lock))

@@ -20,7 +20,7 @@ extension CountdownStore {
         consumer name: String, claimant: String, filter: EventFilter
     ) async throws(CountdownError) -> [CountdownEvent]? {
         // A read first, so that an idle reader polls without writing.
-        let claimable = try await reading { tx, now in
+        let claimable = try await reading(events: true) { tx, now in
             let claims = try tx.consumerClaims(name)
             if claims.contains(where: { !$0.complete && $0.claimedUntilMs <= now.wall }) { return true }
             return try tx.lastEventID() > Self.claimedThrough(claims, cursor: try tx.consumerCursor(name) ?? 0)

@@ -260,7 +260,7 @@ extension CountdownStore {
     }
 
     func lastEventID() async throws(CountdownError) -> Int64 {
-        try await reading { tx, _ in try tx.lastEventID() }
+        try await reading(events: true) { tx, _ in try tx.lastEventID() }
     }
 
     /// Events after `id` that match `filter`, leaving out expiries superseded by a newer generation;
@@ -268,7 +268,7 @@ extension CountdownStore {
     func deliverableEvents(
         after id: Int64, filter: EventFilter, limit: Int
     ) async throws(CountdownError) -> ([CountdownEvent], Int64) {
-        try await reading { tx, _ in
+        try await reading(events: true) { tx, _ in
             let records = try tx.events(afterID: id, limit: limit)
             return (try Self.deliverable(records, filter: filter, tx), records.last?.id ?? id)
         }

@@ -189,38 +189,46 @@ struct PostgresHostsTests {
         let after = try await PostgresFixtures.snapshot(schema: schema).filter { $0.hasPrefix("countdown_clock") }
         #expect(before == after)
     }
-    @Test("A writer that numbered its events first commits first: another host's writer waits for it, so no reader sees a higher event ID before a lower one")
-    func eventIDsBecomeVisibleInOrder() async throws {
+    @Test("Writers of events do not wait for one another, and no reader reads past an event still being written: IDs are read in order")
+    func eventIDsAreReadInOrder() async throws {
         let schema = PostgresFixtures.newSchema()
         let other = try await hosts(schema: schema)[1]
-        let order = HarnessLock<[String]>([])
         let armed = HarnessLock(false)
-        // Once, right before its COMMIT (its events numbered), the first host starts a countdown
-        // on the other and gives that start up to a second to finish before committing.
+        let holding = HarnessLock(false)
+        let release = DispatchSemaphore(value: 0)
+        // Once, right before its COMMIT (its event numbered), the first host waits to be released.
         let first = try await CountdownStore(
             client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
             configuration: CountdownStore.Configuration(leaseDuration: .seconds(120)), databaseClock: true,
             beforeCommit: {
                 guard armed.withLock({ armed in defer { armed = false }; return armed }) else { return }
-                let finished = DispatchSemaphore(value: 0)
-                Task {
-                    _ = try? await other.start("second", duration: .minutes(5))
-                    order.withLock { $0.append("second") }
-                    finished.signal()
-                }
-                _ = finished.wait(timeout: .now() + 1)
+                holding.withLock { $0 = true }
+                _ = release.wait(timeout: .now() + 20)
             })
         try await first.start("warm-up", duration: .minutes(5))
+        _ = try await other.consumer("mailer")
+        let warmUp = try await other.lastEventID()
         armed.withLock { $0 = true }
-        try await first.start("first", duration: .minutes(5))
-        order.withLock { $0.append("first") }
-        let stop = Date().addingTimeInterval(10)
-        while order.withLock({ $0.count }) < 2, Date() < stop { try await Task.sleep(for: .milliseconds(10)) }
-        let ids = try await PostgresFixtures.client().query(
+        let firstStart = Task { _ = try await first.start("first", duration: .minutes(5)) }
+        try await eventually("the first write is held before its commit") { holding.withLock { $0 } }
+        // The other host's write numbers a higher ID and commits while the first is held.
+        try await other.start("second", duration: .minutes(5))
+        let committed = try await PostgresFixtures.client().query(
             PostgresQuery(unsafeSQL: "SELECT key FROM \"\(schema)\".countdown_events WHERE kind = 'started' ORDER BY id")
         ).decode(String.self).reduce(into: [String]()) { $0.append($1) }
-        #expect(ids == ["warm-up", "first", "second"])
-        #expect(order.withLock { $0 } == ["first", "second"], "the later-numbered write committed first")
+        #expect(committed == ["warm-up", "second"], "the second write did not wait for the first")
+        // Readers go no further than the event still being written.
+        #expect(try await other.lastEventID() == warmUp)
+        #expect(try await other.deliverableEvents(after: 0, filter: .all, limit: 100).0.map(\.key) == ["warm-up"])
+        let claimed = try await other.claimEvents(consumer: "mailer", claimant: "reader", filter: .all)
+        #expect(claimed?.map(\.key) == ["warm-up"])
+        #expect(try await other.claimEvents(consumer: "mailer", claimant: "reader", filter: .all) == nil)
+        release.signal()
+        try await firstStart.value
+        #expect(try await other.deliverableEvents(after: warmUp, filter: .all, limit: 100).0.map(\.key) == ["first", "second"])
+        let rest = try await other.claimEvents(consumer: "mailer", claimant: "reader", filter: .all)
+        #expect(rest?.map(\.key) == ["first", "second"])
+        try await first.close()
     }
 
     @Test("A new store whose creation waited for another host's migration starts its clocks at the server's time: no clock event")

@@ -121,7 +121,7 @@ struct EventRow: Sendable, Hashable {
 /// The events recorded, oldest first, optionally only for `key` and of `kind`.
 func events(_ store: CountdownStore, key: String? = nil, kind: String? = nil) async throws -> [EventRow] {
     if store.engine is PostgresEngine {
-        return try await store.engine.read { tx in
+        return try await store.engine.readEvents { tx in
             try tx.events(afterID: 0, limit: Int(Int32.max)).filter { event in
                 (key == nil || event.key == key) && (kind == nil || event.kind == kind)
             }.map { event in
