@@ -315,13 +315,14 @@ final class ClientRunner: Sendable {
 
 /// Synchronous work on threads that may block, bridged to and from Swift concurrency.
 enum Blocking {
-    /// Threads for transactions: a blocked thread here never holds up a cooperative thread.
-    private static let queue = DispatchQueue(label: "CountdownStorePostgres.transactions", attributes: .concurrent)
-
-    /// Runs `body` on one of the engine's threads and returns its result.
+    /// Runs `body` on a thread of its own and returns its result: a blocked thread here never
+    /// holds up a cooperative thread. Each call has a serial queue of its own, which Dispatch
+    /// gives a thread even while others wait on the network (a shared concurrent queue runs
+    /// about one block per core at a time, so transactions would queue behind blocked ones).
+    /// Calls come from leased connections, so no more run at once than a pool has connections.
     static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            queue.async {
+            DispatchQueue(label: "CountdownStorePostgres.transaction").async {
                 continuation.resume(with: Result { try body() })
             }
         }
@@ -367,11 +368,6 @@ extension Blocking {
             closedAt = since
             if now >= since + .milliseconds(closingGraceMs) { throw ConnectionLost() }
         }
-    }
-
-    /// ``wait(for:on:)`` for async callers: the same race, without blocking a thread.
-    static func result<T: Sendable>(of future: EventLoopFuture<T>, on connection: PostgresConnection) async throws -> T {
-        try await run { try wait(for: future, on: connection) }
     }
 }
 
