@@ -590,7 +590,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     /// A new item and its event in one statement when nothing is written after them and no
-    /// event waits before theirs: the event goes in under the events' lock as
+    /// event waits before theirs: the event goes in under its writer's lock as
     /// ``flushEvents()`` inserts them, last, and takes the generation the insert gave the item.
     func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool {
         guard lastWrite, pendingEvents.isEmpty else {
@@ -663,7 +663,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         }
     }
 
-    /// The statement that inserts `events` under the events' lock, and its values.
+    /// The statement that inserts `events` under this writer's lock, and its values.
     private func insertEvents(_ events: ArraySlice<EventRecord>) -> (String, [Value]) {
         var values: [Value] = [.int(Int64(engine.eventLockClass))]
         let notifying = wakeUp != nil
@@ -814,12 +814,12 @@ struct PostgresStatements: Sendable {
         insertNewWithEvent = "SELECT * FROM \(p)countdown_insert_with_event(\(arguments.joined(separator: ", ")))"
     }
 
-    /// ``insertNew`` and, if it inserted, the item's event, with the events' lock class ($20)
+    /// ``insertNew`` and, if it inserted, the item's event under its writer's lock (class $20),
     /// and a NOTIFY on channel $21 of $22 when $21 is not null; the event's values follow
     /// (without its generation: the item's). A function of the schema (migration 0003).
     let insertNewWithEvent: String
 
-    /// The insert of `count` events under the events' lock ($1), with a NOTIFY ($2, $3) when
+    /// The insert of `count` events under this writer's lock (class $1), with a NOTIFY ($2, $3) when
     /// `notifying`; each event's values follow, in ``eventTypes`` order.
     func insertEvents(count: Int, notifying: Bool) -> String {
         if count == 1 { return notifying ? oneEventNotifying : oneEvent }
