@@ -168,7 +168,7 @@ struct PostgresFleetTests {
                 return lease.holder != stoppedHolder && fleet.holder(lease) != nil
             }
             let takenOver = try await database.lease()
-            let marker = try await database.lastAuditID()
+            let before = try await database.auditIDs()
             stopped.signal(SIGCONT)
             // Let the resumed host run through several heartbeats of its own while the new
             // holder keeps renewing: the new holder's lease runs out later by three intervals.
@@ -179,7 +179,7 @@ struct PostgresFleetTests {
             try await writing.value
             let figures = try await fleet.verifyExpiries(of: plan.keys)
 
-            let after = try await database.audit(after: marker)
+            let after = try await database.audit(since: before)
             let address = try #require(stopped.address)
             let asHolder = after.filter { $0.lease_holder == stoppedHolder && $0.lease_term == stoppedLease.term }
             #expect(asHolder.filter { $0.tbl == "lease" }.isEmpty, "no heartbeat as holder after SIGCONT: \(asHolder.prefix(5))")

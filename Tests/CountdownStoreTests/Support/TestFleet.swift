@@ -281,19 +281,26 @@ final class FleetDatabase: Sendable {
             "CREATE TRIGGER fleet_audit_lease AFTER UPDATE ON \(lease) FOR EACH ROW EXECUTE FUNCTION \(table("fleet_audit_lease"))()")
     }
 
-    /// The audit's rows after `id`, in order.
-    func audit(after id: Int64 = 0) async throws -> [FleetAudit] {
+    /// The audit's rows, in order.
+    func audit() async throws -> [FleetAudit] {
         try await fetch(
             FleetAudit.self,
             """
             SELECT id, tbl, server_addr, event_kind, lease_holder, lease_term, old_holder, old_term, old_expires_at_ms, new_acquired_at_ms
-            FROM \(table("fleet_audit")) WHERE id > \(id) ORDER BY id
+            FROM \(table("fleet_audit")) ORDER BY id
             """)
     }
 
-    /// The audit's last row id.
-    func lastAuditID() async throws -> Int64 {
-        try await integer("SELECT coalesce(max(id), 0) FROM \(table("fleet_audit"))") ?? 0
+    /// The ids of the audit's rows committed so far. Rows are numbered when written, not when
+    /// committed: a row of a transaction still open can commit later below the highest id seen,
+    /// so what came after is told by this set, not by a last id.
+    func auditIDs() async throws -> Set<Int64> {
+        Set(try await audit().map(\.id))
+    }
+
+    /// The audit's rows committed since `earlier` was read (see ``auditIDs()``), in order.
+    func audit(since earlier: Set<Int64>) async throws -> [FleetAudit] {
+        try await audit().filter { !earlier.contains($0.id) }
     }
 
     /// Terminates every backend whose client port is in `ports`; how many.
