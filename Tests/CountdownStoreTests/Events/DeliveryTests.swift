@@ -194,6 +194,29 @@ struct DeliveryTests {
         withExtendedLifetime(readerA) {}  // host A's reader never ended
     }
 
+    @Test("Behind a dead reader's claim, a later range with nothing for the readers is handled: once the claim is taken over and acknowledged, the cursor passes both", arguments: TestEngine.all)
+    func cursorPassesAHandledRangeBehindATakenOverClaim(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let (_, claimed, handled) = try await firstOfFiveExpiries(fixture)
+        let readerA = claimed
+        // Host A dies holding its claim on items 2 to 5. Then a start: an event no reader of
+        // expiries is given.
+        let hostB = try await fixture.open()
+        try await hostB.start("later", duration: .seconds(3600))
+        let last = try #require(try await hostB.recentEvents(limit: 1).first?.id)
+        let mailerB = try await hostB.consumer("mailer")
+        let readerB = Task { try await take(4, from: try await mailerB.events(.expiries)) }
+        try await eventually("host B's reader waits") { fixture.clock.sleeperCount > 0 }
+        // Host B's reader claimed the start's range and found nothing in it; the cursor waits for host A's claim.
+        #expect(try await mailerB.acknowledgedThrough() == handled.id)
+        fixture.clock.advance(by: fixture.configuration.claimTimeout)
+        let taken = try await readerB.value
+        #expect(taken.map(\.key) == ["item-2", "item-3", "item-4", "item-5"])
+        for event in taken { try await mailerB.acknowledge(event) }
+        #expect(try await mailerB.acknowledgedThrough() == last, "the cursor passed the handled range too")
+        withExtendedLifetime(readerA) {}  // host A's reader never ended
+    }
+
     @Test("A reader frozen past its claim wakes up without handing out what another reader took over", arguments: TestEngine.all)
     func frozenReaderHandsOutNothingTakenOver(engine: TestEngine) async throws {
         let fixture = try Fixture(engine: engine)
