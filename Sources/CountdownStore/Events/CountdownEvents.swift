@@ -190,7 +190,9 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 ///
 /// Order then holds within what each reader is given, not across readers: two readers handle
 /// their claims side by side, and an event taken over from a dead reader comes after later
-/// ones. Readers of one consumer should use the same filter. The cursor
+/// ones. Readers of one consumer should use the same filter: a range of events in which a
+/// reader's filter lets nothing through counts as handled for every reader, so a reader with a
+/// wider filter is not given those events (it waits for new ones). The cursor
 /// (``acknowledgedThrough()``) moves past an event once it and every event before it are
 /// acknowledged, whoever had them.
 public struct EventConsumer: Sendable {
