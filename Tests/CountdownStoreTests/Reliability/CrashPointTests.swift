@@ -83,9 +83,15 @@ struct CrashPointTests {
                 try probeSQL.map { try String.fetchOne(db, sql: "SELECT CAST((\($0)) AS TEXT)") ?? "NULL" }
             )
         }
-        // Each item's state as every reader sees it (a countdown past its deadline is expired, recorded or not).
-        let rows = Dictionary(
-            uniqueKeysWithValues: try await store.list(.all, limit: 10_000).map { ($0.key, "\($0.state.rawValue) \($0.generation)") })
+        // Each item's state as every reader sees it (a countdown past its deadline is expired,
+        // recorded or not), page by page: the checkpoint case writes more than one page holds.
+        var rows: [String: String] = [:]
+        var page = try await store.list(.all, limit: 10_000, after: nil)
+        while true {
+            for item in page.items { rows[item.key] = "\(item.state.rawValue) \(item.generation)" }
+            guard let next = page.next else { break }
+            page = try await store.list(.all, limit: 10_000, after: next)
+        }
         if integrity != ["ok"] { verdict.failures.append("\(label): integrity_check says \(integrity.prefix(3))") }
         // The keys the operation in flight may have changed: those its probe names.
         let inFlightKeys = Set(probe.map { $0.sql.matches(of: /'([^']+)'/).map { String($0.1) } } ?? [])
