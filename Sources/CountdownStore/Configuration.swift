@@ -27,6 +27,15 @@ extension CountdownStore {
         /// acknowledgement renews the claim). After a crash, what the dead reader had not
         /// acknowledged is delivered again this long after its last acknowledgement. Default: 30 s.
         public var claimTimeout: Duration
+        /// What the lease holder deletes as it ages, and when. Default: ended countdowns and
+        /// events after 7 days (``Retention/init(endedItems:events:staleConsumer:batchSize:interval:)``);
+        /// ``Retention/keepEverything`` deletes nothing.
+        public var retention: Retention = Retention()
+        /// How many expiries the ticker records in one transaction at most, oldest first: however
+        /// many countdowns come due at once, they are recorded in short transactions of this
+        /// size, each committed (and its events delivered) before the next, with other writes
+        /// going between them. Other writes record at most a tenth of it. Default: 1,000.
+        public var expiryBatchSize: Int = 1000
         /// Where the store logs. Default: a logger labelled `CountdownStore`.
         public var logger: Logger
 
@@ -50,10 +59,54 @@ extension CountdownStore {
             self.claimTimeout = claimTimeout
             self.logger = logger
         }
+
+        /// How many expiries a write other than the ticker's batches records at most.
+        var writeExpiryBatch: Int { max(1, expiryBatchSize / 10) }
     }
 }
 
 extension CountdownStore {
+    /// What the lease holder deletes as it ages: ended countdowns, events every named consumer
+    /// has passed, and the retired keys that nothing remaining refers to.
+    ///
+    /// The holder prunes a batch at a time (``batchSize`` rows per transaction), oldest first,
+    /// every ``interval``, so that no transaction grows with the store. An event that a named
+    /// consumer has not acknowledged is never deleted while that consumer is read; a consumer
+    /// not read for ``staleConsumer`` stops holding retention back (with a warning in the log
+    /// and a `consumer_stale` event).
+    public struct Retention: Sendable, Hashable {
+        /// How long an expired or cancelled countdown is kept after it ended; `nil`: forever.
+        public var endedItems: Duration?
+        /// How long an event is kept after it was recorded; `nil`: forever.
+        public var events: Duration?
+        /// How long a named consumer may go unread before it stops holding events back; `nil`:
+        /// never (its events are kept until it reads them, however long that takes).
+        public var staleConsumer: Duration?
+        /// Rows deleted per transaction.
+        public var batchSize: Int
+        /// How often the lease holder prunes.
+        public var interval: Duration
+
+        /// A retention policy. Defaults: ended countdowns and events kept 7 days, a consumer
+        /// unread for 30 days stops holding events back, 1,000 rows a transaction, every 30 s.
+        public init(
+            endedItems: Duration? = .seconds(7 * 86_400), events: Duration? = .seconds(7 * 86_400),
+            staleConsumer: Duration? = .seconds(30 * 86_400), batchSize: Int = 1000, interval: Duration = .seconds(30)
+        ) {
+            self.endedItems = endedItems
+            self.events = events
+            self.staleConsumer = staleConsumer
+            self.batchSize = batchSize
+            self.interval = interval
+        }
+
+        /// Deletes nothing: every ended countdown, event and retired key is kept.
+        public static let keepEverything = Retention(endedItems: nil, events: nil, staleConsumer: nil)
+
+        /// Whether this policy deletes anything.
+        public var prunes: Bool { endedItems != nil || events != nil }
+    }
+
     /// What an acknowledged operation survives.
     ///
     /// Either way a killed process loses nothing it was told had committed, and the file stays

@@ -47,18 +47,35 @@ extension CountdownStore {
     }
 
     /// Records the expiry of every running countdown that has reached its deadline, oldest
-    /// deadline first, in one transaction that also appends their expiry events (with the instant
-    /// each reached zero, the instant it was recorded, lateness and generation).
+    /// deadline first, each with its expiry event (with the instant it reached zero, the instant
+    /// it was recorded, lateness and generation), in transactions of at most
+    /// ``Configuration/expiryBatchSize`` expiries, each committed before the next.
     ///
-    /// Every write of the store does this first, so this is a write that does nothing else. The
-    /// ticker calls it at each deadline; a host without one may too. A countdown that has reached
-    /// zero is already `expired` for every reader before its expiry is recorded; recording it
-    /// appends the event consumers receive.
+    /// The ticker does this at each deadline; a host without one may too. A countdown that has
+    /// reached zero is already `expired` for every reader before its expiry is recorded; recording
+    /// it appends the event consumers receive. The items returned are held in memory: for a
+    /// backlog of any size, call ``expireDue(limit:)`` until it returns none.
     ///
     /// - Returns: the items expired.
     @discardableResult
     public func expireDue() async throws(CountdownError) -> [Countdown] {
-        try await writing { _, now, expired in expired.map { $0.countdown(at: now) } }
+        var expired: [Countdown] = []
+        while true {
+            let batch = try await expireDue(limit: configuration.expiryBatchSize)
+            expired += batch
+            if batch.isEmpty { return expired }
+        }
+    }
+
+    /// Records the expiry of at most `limit` countdowns that have reached their deadline, the
+    /// oldest first, in one transaction that also appends their expiry events.
+    ///
+    /// - Parameter limit: how many at most, 1 or more.
+    /// - Returns: the items expired; empty when none was due.
+    @discardableResult
+    public func expireDue(limit: Int) async throws(CountdownError) -> [Countdown] {
+        guard limit >= 1 else { throw CountdownError(.invalidArgument, "invalid limit \(limit): must be at least 1") }
+        return try await writing(expiryLimit: limit) { _, now, expired in expired.map { $0.countdown(at: now) } }
     }
 }
 

@@ -44,8 +44,17 @@ public struct CountdownRequest: Sendable, Hashable {
 public struct PruneResult: Sendable, Hashable {
     /// Expired and cancelled items removed.
     public var items: Int
-    /// Events removed (only those every named consumer has acknowledged).
+    /// Events removed (only those every named consumer that holds retention back has passed).
     public var events: Int
+    /// Rows of `countdown_retired_keys` removed: keys gone for good, with no event left of them.
+    public var retiredKeys: Int = 0
+
+    /// A result with every count given.
+    public init(items: Int, events: Int, retiredKeys: Int = 0) {
+        self.items = items
+        self.events = events
+        self.retiredKeys = retiredKeys
+    }
 }
 
 /// A request whose input has passed validation.
@@ -172,7 +181,7 @@ extension CountdownStore {
             EventRecord(inserted.kind == .stopwatch ? .stopwatchStarted : .started, item: inserted, at: time, detail: detail)
         }
         if inserted { return item.countdown(at: time) }
-        guard let existing = try tx.item(key: request.key) else {
+        guard let existing = try settled(tx.item(key: request.key), tx, time) else {
             throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
         }
         if existing.state.isActive {
@@ -195,6 +204,15 @@ extension CountdownStore {
         return item.countdown(at: time)
     }
 
+    /// `item` as a write must see it: a countdown that has come due but whose expiry is still to
+    /// record (the writes before recorded a batch at most) has it recorded first, with its event,
+    /// so that the change comes after it, as for every reader it already has.
+    static func settled(_ item: ItemRecord?, _ tx: any RepositoryWriting, _ time: Now) throws -> ItemRecord? {
+        guard var item, item.isDue(at: time) else { return item }
+        try expire(&item, tx, time)
+        return item
+    }
+
     /// Records the expiry of a countdown, with its expiry event.
     static func expire(_ item: inout ItemRecord, _ tx: any RepositoryWriting, _ time: Now) throws {
         let (deadlineAt, late) = item.expire(at: time)
@@ -207,14 +225,14 @@ extension CountdownStore {
 
     // MARK: - Changing one item
 
-    /// Runs `change` on the item under `key` in one transaction. A countdown that had come due was
-    /// recorded expired first (every write does that), so `change` sees it expired.
+    /// Runs `change` on the item under `key` in one transaction. A countdown that had come due is
+    /// recorded expired first (``settled(_:_:_:)``), so `change` sees it expired.
     private func change(
         _ key: String, _ change: @escaping @Sendable (inout ItemRecord, any RepositoryWriting, Now) throws -> Void
     ) async throws(CountdownError) -> Countdown {
         let key = try Validate.key(key)
         return try await writing { tx, time in
-            guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
+            guard var item = try Self.settled(tx.item(key: key), tx, time) else { throw CountdownError.notFound(key) }
             try change(&item, tx, time)
             return item.countdown(at: time)
         }
@@ -362,21 +380,6 @@ extension CountdownStore {
         try await change(key) { item, tx, time in
             try tx.delete(item)
             try tx.append(EventRecord(.removed, item: item, at: time))
-        }
-    }
-
-    /// Deletes expired and cancelled items that ended more than `age` ago, and events older
-    /// than `age` that every named consumer has acknowledged.
-    @discardableResult
-    public func prune(olderThan age: Duration) async throws(CountdownError) -> PruneResult {
-        let ageMs = try Validate.duration(age, what: "age")
-        return try await writing { tx, time in
-            let cutoff = time.wall - ageMs
-            let result = PruneResult(
-                items: try tx.deleteItems(endedBefore: cutoff, at: time.wall), events: try tx.deleteEvents(before: cutoff))
-            try tx.append(
-                EventRecord(.pruned, at: time, detail: ["items": Int64(result.items), "events": Int64(result.events)]))
-            return result
         }
     }
 }

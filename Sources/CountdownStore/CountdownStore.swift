@@ -45,6 +45,8 @@ public final class CountdownStore: Sendable {
         var claimedConsumers: Set<String> = []
         /// How many readers of named consumers this instance has started.
         var readers = 0
+        /// The named consumers this instance found unread for too long and said so.
+        var staleConsumers: Set<String> = []
     }
 
     /// A store on `engine`, whose database is already migrated and has its clock row.
@@ -70,6 +72,11 @@ public final class CountdownStore: Sendable {
         _ = state.withLock { $0.claimedConsumers.insert(name) }
     }
 
+    /// Remembers that the consumer `name` was found stale; whether this is the first time.
+    func noteStale(_ name: String) -> Bool {
+        state.withLock { $0.staleConsumers.insert(name).inserted }
+    }
+
     /// The consumers readers of this instance have claimed events of, by name.
     func claimedConsumers() -> [String] {
         state.withLock { $0.claimedConsumers }.sorted()
@@ -91,30 +98,57 @@ public final class CountdownStore: Sendable {
     ///     row's lock first. Where writers run side by side, other writes leave the row alone
     ///     unless they find the clock edited.
     func writing<T: Sendable>(
-        notifies: Bool = true, movesCheckpoint: Bool = false,
+        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
         _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
     ) async throws(CountdownError) -> T {
-        try await writing(notifies: notifies, movesCheckpoint: movesCheckpoint) { tx, now, _ in try body(tx, now) }
+        try await writing(notifies: notifies, movesCheckpoint: movesCheckpoint, expiryLimit: expiryLimit) { tx, now, _ in
+            try body(tx, now)
+        }
     }
 
     /// ``writing(notifies:movesCheckpoint:_:)`` whose body also gets the countdowns that moving the clocks expired.
+    ///
+    /// The write records at most `expiryLimit` due expiries, oldest first (see
+    /// ``advanceClocks(_:movingCheckpoint:expiryLimit:)``); more due than that stay for the next
+    /// writes (the ticker's batches). A body that must change the checkpoint itself throws
+    /// ``CheckpointBehindBacklog`` when this write could not move it to now: the write is rolled
+    /// back, the backlog recorded in batches of short transactions, and the write tried again.
     func writing<T: Sendable>(
-        notifies: Bool = true, movesCheckpoint: Bool = false,
+        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
         _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
     ) async throws(CountdownError) -> T {
-        let outcome: (result: Result<T, CountdownError>, expired: Bool) = try await translatingErrors(path: path) {
-            try await using.run { try await engine.write { tx in
-                let (now, expired) = try self.advanceClocks(tx, movingCheckpoint: movesCheckpoint)
-                guard !expired.isEmpty else { return (.success(try body(tx, now, expired)), false) }
+        let limit = max(1, expiryLimit ?? configuration.writeExpiryBatch)
+        while true {
+            let outcome: (result: Result<T, CountdownError>, expired: Bool)?
+            outcome = try await translatingErrors(path: path) {
                 do {
-                    return (.success(try tx.savepoint { try body(tx, now, expired) }), true)
-                } catch let refusal as CountdownError {
-                    return (.failure(refusal), true)
+                    return try await using.run { try await engine.write { tx in
+                        let (now, expired) = try self.advanceClocks(tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit)
+                        guard !expired.isEmpty else { return (.success(try body(tx, now, expired)), false) }
+                        do {
+                            return (.success(try tx.savepoint { try body(tx, now, expired) }), true)
+                        } catch let refusal as CountdownError {
+                            return (.failure(refusal), true)
+                        }
+                    } }
+                } catch is CheckpointBehindBacklog {
+                    return nil
                 }
-            } }
+            }
+            guard let outcome else {
+                // The checkpoint could not move past expiries still to record: record them first.
+                while try await expireDueBatch() > 0 {}
+                continue
+            }
+            if notifies || outcome.expired { changes.bump() }
+            return try outcome.result.get()
         }
-        if notifies || outcome.expired { changes.bump() }
-        return try outcome.result.get()
+    }
+
+    /// Records one batch of due expiries (at most ``Configuration/expiryBatchSize``), oldest
+    /// first, in one short transaction; returns how many it recorded.
+    func expireDueBatch() async throws(CountdownError) -> Int {
+        try await writing(notifies: false, expiryLimit: configuration.expiryBatchSize) { _, _, expired in expired.count }
     }
 
     /// Keeps the checkpoint and lease as this transaction leaves them: called by the few
@@ -219,17 +253,29 @@ public final class CountdownStore: Sendable {
         }
     }
 
-    /// Moves the clocks to now, recording first the expiry of every countdown that came due
-    /// since the last checkpoint (oldest first), then moves the checkpoint there, recording a
-    /// clock event when the system clock was moved: no checkpoint ever passes a deadline whose
-    /// expiry is not recorded.
+    /// Moves the clocks to now, recording first the expiry of at most `expiryLimit` countdowns
+    /// that came due (oldest first), then moves the checkpoint there, recording a clock event
+    /// when the system clock was moved.
+    ///
+    /// The rule that keeps every reader's instants still: **a checkpoint never moves in a way
+    /// that would place an unrecorded expiry elsewhere.** A countdown due but not recorded is
+    /// placed on W from the checkpoint (``Now/wall(when:reaches:)``): forwards when it came due
+    /// after it, backwards when before. A move keeps every such instant exactly when it keeps
+    /// `W − timeline` of each timeline with an expiry still to record and the old checkpoint did
+    /// not slew; that is every move while a host ticks (or, for `wall` countdowns, whatever the
+    /// host does) except a calibration. A move that would not is not made: the checkpoint stays,
+    /// and readers go on extrapolating from it until the backlog is recorded (a write that must
+    /// change the checkpoint itself, like suspending, records the backlog first). So a backlog of
+    /// any size is recorded in short transactions, while the checkpoint follows time.
     ///
     /// Where writers run side by side (``StorageEngine/writersRunSideBySide``), the checkpoint
     /// moves only when `forced` or when the clock was edited (and no other instance holds a
     /// live lease: the holder alone records clock events then), under the clock row's lock;
     /// every other write leaves the row alone, so writers never queue on it. The clocks need no
     /// move to stay exact: every reader extrapolates them from the last checkpoint.
-    private func advanceClocks(_ tx: any RepositoryWriting, movingCheckpoint forced: Bool) throws -> (Now, [ItemRecord]) {
+    private func advanceClocks(
+        _ tx: any RepositoryWriting, movingCheckpoint forced: Bool, expiryLimit: Int
+    ) throws -> (Now, [ItemRecord]) {
         let sideBySide = engine.writersRunSideBySide
         if forced && sideBySide { try tx.lockClocks() }
         // One reading for both: the new checkpoint's boot instant must be the one its clocks
@@ -245,8 +291,8 @@ public final class CountdownStore: Sendable {
             moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
         }
         let time = raiseFloor(extrapolation.time)
-        let now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
-        let expired = soonest.anyDue(at: time) ? try Self.expireDue(tx, now) : []
+        var now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
+        let (expired, backlog) = soonest.anyDue(at: time) ? try Self.expireDue(tx, now, limit: expiryLimit) : ([], nil)
         guard moves else {
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
             return (now, expired)
@@ -256,6 +302,12 @@ public final class CountdownStore: Sendable {
         // would shift the timelines against W for every other host.
         var next = checkpoint.advanced(
             to: sideBySide ? extrapolation.time : time, unflooredWall: extrapolation.unflooredWall, at: reading)
+        if let backlog, !next.keepsPlacement(of: backlog, from: checkpoint) {
+            // Expiries still to record would be placed elsewhere from the moved checkpoint.
+            remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+            now.checkpointBehindBacklog = true
+            return (now, expired)
+        }
         let edited = clockEdited(extrapolation, checkpoint)
         if edited {
             try tx.append(
@@ -306,16 +358,32 @@ public final class CountdownStore: Sendable {
         return forced || !engine.writersRunSideBySide || clockEdited(extrapolation, checkpoint)
     }
 
-    /// Records the expiry of every running countdown due at `now`, oldest deadline first (the
-    /// most overdue on its own timeline came due earliest), each with its expiry event.
-    private static func expireDue(_ tx: any RepositoryWriting, _ now: Now) throws -> [ItemRecord] {
+    /// Records the expiry of at most `limit` running countdowns due at `now`, oldest first (the
+    /// most overdue on its own timeline came due earliest), each with its expiry event; returns
+    /// them, and the soonest deadline on each timeline of those left due (`nil`: none left).
+    private static func expireDue(
+        _ tx: any RepositoryWriting, _ now: Now, limit: Int
+    ) throws -> ([ItemRecord], SoonestDeadlines?) {
         var due: [ItemRecord] = []
         for policy in CountdownPolicy.allCases {
-            due += try tx.running(policy: policy, dueBy: now.timeline(policy), group: nil, limit: Int(Int32.max))
+            due += try tx.dueForExpiry(policy: policy, dueBy: now.timeline(policy), limit: limit + 1)
         }
         due.sort { ($0.sortRemainingMs(at: now), $0.key) < ($1.sortRemainingMs(at: now), $1.key) }
+        var left: SoonestDeadlines?
+        if due.count > limit {
+            var soonest = SoonestDeadlines()
+            for item in due[limit...] {
+                guard let deadline = item.deadlineMs else { continue }
+                switch item.policy {
+                case .wall: soonest.wall = min(soonest.wall ?? deadline, deadline)
+                case .active: soonest.active = min(soonest.active ?? deadline, deadline)
+                }
+            }
+            left = soonest
+            due.removeSubrange(limit...)
+        }
         for index in due.indices { try expire(&due[index], tx, now) }
-        return due
+        return (due, left)
     }
 
     // MARK: - Time, lease and host lifecycle
@@ -350,6 +418,7 @@ public final class CountdownStore: Sendable {
                 return .heldElsewhere(by: lease.holder ?? "", until: Date(millisecondsSince1970: lease.expiresAtMs))
             }
             if lease.holder != me, var checkpoint = try tx.checkpoint(), checkpoint.suspended != suspended {
+                try time.requireCheckpointAtNow()
                 // A new holder starts from its own host's state, not the suspended flag of a dead one.
                 checkpoint.suspended = suspended
                 try tx.save(checkpoint, creating: false)
@@ -381,6 +450,7 @@ public final class CountdownStore: Sendable {
         let leaseMs = configuration.leaseDuration.milliseconds
         try await writing(movesCheckpoint: true) { tx, time in
             guard var checkpoint = try tx.checkpoint(), checkpoint.suspended != suspended else { return }
+            try time.requireCheckpointAtNow()
             checkpoint.suspended = suspended
             try tx.save(checkpoint, creating: false)
             var lease = try tx.lease()
@@ -424,6 +494,7 @@ public final class CountdownStore: Sendable {
         let forwardLimit = Self.calibrationForwardLimit.milliseconds
         let time = try await writing(movesCheckpoint: true) { tx, time in
             guard var checkpoint = try tx.checkpoint() else { return time.clocks }
+            try time.requireCheckpointAtNow()
             let difference = serverMs - time.wall
             if !force && (difference < -tolerance || difference > forwardLimit) {
                 throw CountdownError.calibrationNeedsForce(serverMs: serverMs, wallMs: time.wall, differenceMs: difference)

@@ -727,26 +727,62 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             [.text(consumer), .int(id)])
     }
 
-    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64) throws -> Int {
+    func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord] {
+        // Rows another writer has locked are being recorded by it: hosts recording a mass
+        // expiry side by side take batches of their own instead of queueing behind each other.
+        let sql = selectItems + """
+             WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = $1 AND deadline_ms <= $2
+             ORDER BY deadline_ms, key LIMIT $3
+            """ + (writing ? " FOR UPDATE SKIP LOCKED" : "")
+        return try run(sql, [.text(policy.rawValue), .int(deadline), .int(Int64(limit))]).rows.map(Self.item)
+    }
+
+    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64, limit: Int) throws -> Int {
+        // One batch, oldest first; rows another writer holds are left to the next batch.
         try run(
             """
+            WITH doomed AS (
+                DELETE FROM \(p)countdowns WHERE id IN (
+                    SELECT id FROM \(p)countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1
+                    ORDER BY ended_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED)
+                RETURNING key, generation)
             INSERT INTO \(p)countdown_retired_keys (key, generation, removed_at_ms)
-            SELECT key, generation, $2 FROM \(p)countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1
+            SELECT key, generation, $2 FROM doomed
             ON CONFLICT (key) DO UPDATE SET generation = greatest(countdown_retired_keys.generation, excluded.generation),
-                removed_at_ms = $2
-            """, [.int(cutoffMs), .int(nowMs)])
-        return try run(
-            "DELETE FROM \(p)countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1", [.int(cutoffMs)]
+                removed_at_ms = excluded.removed_at_ms
+            """, [.int(cutoffMs), .int(nowMs), .int(Int64(limit))]
         ).changed
     }
 
-    func deleteEvents(before cutoffMs: Int64) throws -> Int {
+    func deleteEvents(before cutoffMs: Int64, throughID: Int64, limit: Int) throws -> (deleted: Int, more: Bool) {
+        // Among the oldest `limit` events only (IDs follow W), so no pass scans the whole table.
+        let rows = try run(
+            "SELECT id, at_ms FROM \(p)countdown_events WHERE id <= $1 ORDER BY id LIMIT $2",
+            [.int(throughID), .int(Int64(limit))]
+        ).rows.map { try $0.decode((Int64, Int64).self) }
+        let doomed = rows.prefix { $0.1 < cutoffMs }
+        guard let first = doomed.first, let last = doomed.last else { return (0, false) }
+        let deleted = try run(
+            "DELETE FROM \(p)countdown_events WHERE id >= $1 AND id <= $2", [.int(first.0), .int(last.0)]
+        ).changed
+        return (deleted, doomed.count == limit)
+    }
+
+    func deleteRetiredKeys(removedBefore cutoffMs: Int64, limit: Int) throws -> Int {
         try run(
             """
-            DELETE FROM \(p)countdown_events
-            WHERE at_ms < $1 AND id <= coalesce((SELECT min(last_event_id) FROM \(p)countdown_consumers), 9223372036854775807)
-            """, [.int(cutoffMs)]
+            DELETE FROM \(p)countdown_retired_keys WHERE key IN (
+                SELECT key FROM \(p)countdown_retired_keys
+                WHERE removed_at_ms < least($1, coalesce((SELECT at_ms FROM \(p)countdown_events ORDER BY id LIMIT 1), $1))
+                ORDER BY removed_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)
+            """, [.int(cutoffMs), .int(Int64(limit))]
         ).changed
+    }
+
+    func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)] {
+        try run("SELECT name, last_event_id, updated_at_ms FROM \(p)countdown_consumers ORDER BY name").rows.map { row in
+            try row.decode((String, Int64, Int64).self)
+        }
     }
 }
 

@@ -35,11 +35,13 @@ struct GlobalOptions: ParsableArguments {
     /// Opens the store: in PostgreSQL for a `postgres://` URL, else in the file, creating its
     /// folder (mode 0700) as needed.
     func openStore(
-        defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger, claimTimeout: Duration? = nil
+        defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger, claimTimeout: Duration? = nil,
+        retention: CountdownStore.Retention? = nil
     ) async throws(CountdownError) -> CountdownStore {
         let path = databasePath(defaultFile: defaultFile)
         var configuration = CountdownStore.Configuration(logger: logger)
         if let claimTimeout { configuration.claimTimeout = claimTimeout }
+        if let retention { configuration.retention = retention }
         if isPostgresURL(path) {
             return try await CountdownStore(postgresURL: path, configuration: configuration)
         }

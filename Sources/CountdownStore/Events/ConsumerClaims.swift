@@ -10,7 +10,7 @@ import Foundation
 
 extension CountdownStore {
     /// How many events a reader claims at a time, at most.
-    static let claimBatch = 64
+    static let claimBatch = 512
 
     /// The next events for the reader `claimant` of the consumer `name`: the unacknowledged rest
     /// of a claim that ran out, or else a new claim on the events after every other claim.

@@ -43,6 +43,10 @@ public struct CountdownEvent: Sendable, Hashable, Identifiable {
         public static let clockEdited = Kind(rawValue: "clock_edited")
         /// Old items and events were pruned.
         public static let pruned = Kind(rawValue: "pruned")
+        /// A named consumer unread for longer than ``CountdownStore/Retention/staleConsumer``
+        /// stopped holding retention back: events it has not read may be deleted. The detail
+        /// names it (`consumer`), with its cursor (`cursor`) and when it last moved (`unread_since_ms`).
+        public static let consumerStale = Kind(rawValue: "consumer_stale")
     }
 
     /// The event's position in the store's history: increasing, never reused.

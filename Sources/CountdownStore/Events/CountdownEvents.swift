@@ -67,6 +67,11 @@ public struct CountdownEvents: AsyncSequence, Sendable {
         /// to be still this reader's before one is handed out.
         var claimCheckBoot: Int64?
 
+        /// Whether events already read wait to be handed out: the next ``next()`` returns one
+        /// without reading the database (a reader may batch its own work, such as
+        /// acknowledgements, until this turns false).
+        public var hasBufferedEvents: Bool { bufferIndex < buffer.count }
+
         init(store: CountdownStore, filter: EventFilter, after: Int64, consumer: Reader?) {
             self.store = store
             self.filter = filter

@@ -12,6 +12,9 @@ import Darwin
 
 /// Opening a database file with the connection settings of SPEC section 4.
 enum DatabaseOpening {
+    /// The label of the connections the store opens itself.
+    static let connectionLabel = "CountdownStore"
+
     /// GRDB settings for every connection: WAL, a busy timeout, `trusted_schema=OFF`, defensive mode.
     ///
     /// WAL is set here rather than with GRDB's `journalMode = .wal`, which, whenever the `-wal`
@@ -20,7 +23,7 @@ enum DatabaseOpening {
     static func grdbConfiguration(busyTimeout: Duration, durability: CountdownStore.Durability) -> GRDB.Configuration {
         var configuration = GRDB.Configuration()
         configuration.busyMode = busyMode(busyTimeout)
-        configuration.label = "CountdownStore"
+        configuration.label = connectionLabel
         configuration.prepareDatabase { db in
             try switchToWAL(db, busyTimeout: busyTimeout)
             try db.execute(sql: "PRAGMA trusted_schema = OFF")
@@ -38,8 +41,25 @@ enum DatabaseOpening {
     }
 
     /// GRDB's busy mode for waiting up to `busyTimeout` for another connection's lock.
+    ///
+    /// The wait polls every millisecond, where SQLite's own busy timeout backs off up to 100 ms
+    /// between tries: a ticker recording a backlog pauses briefly between its transactions,
+    /// and a writer of another process that polls this often takes the lock in that pause
+    /// instead of waiting for the whole backlog.
     static func busyMode(_ busyTimeout: Duration) -> Database.BusyMode {
-        .timeout(TimeInterval(busyTimeout.milliseconds) / 1000)
+        let timeoutMs = max(0, busyTimeout.milliseconds)
+        let started = Locked<ContinuousClock.Instant?>(nil)
+        return .callback { tries in
+            if BusyWait.failsFast { return false }
+            let now = ContinuousClock.now
+            let since = started.withLock { first -> Duration in
+                if tries == 0 || first == nil { first = now }
+                return now - (first ?? now)
+            }
+            guard since.milliseconds < timeoutMs else { return false }
+            usleep(1000)
+            return true
+        }
     }
 
     /// Puts the file in WAL mode unless it is already, waiting up to `busyTimeout` for other
@@ -198,4 +218,23 @@ private func openExclusive(_ path: String) -> Int32 {
     #else
     Darwin.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
     #endif
+}
+
+/// Whether the busy handler of the store's own connections waits on this thread: an attempt to
+/// take the write lock without waiting turns it off around its `BEGIN IMMEDIATE`.
+enum BusyWait {
+    private static let key = "CountdownStore.busyFailsFast"
+
+    /// Whether a busy lock fails at once on this thread.
+    static var failsFast: Bool {
+        Thread.current.threadDictionary[key] != nil
+    }
+
+    /// Runs `body` with a busy lock failing at once on this thread.
+    static func failingFast<T>(_ body: () throws -> T) rethrows -> T {
+        let dictionary = Thread.current.threadDictionary
+        dictionary[key] = true
+        defer { dictionary.removeObject(forKey: key) }
+        return try body()
+    }
 }

@@ -171,7 +171,14 @@ struct SQLiteRepository: StorageEngine {
                     return nil
                 }
             case .callback:
-                return nil  // a handler this code cannot restore: wait on GRDB's queue instead
+                // The store's own handler fails at once on this thread while asked to; a host's
+                // handler is its own: wait on GRDB's queue instead.
+                guard db.configuration.label == DatabaseOpening.connectionLabel else { return nil }
+                do {
+                    try BusyWait.failingFast { try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute() }
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                    return nil
+                }
             }
         }
         if !db.isInsideTransaction { try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute() }
@@ -564,31 +571,72 @@ struct SQLiteTransaction: RepositoryWriting {
         }
     }
 
-    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64) throws -> Int {
+    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64, limit: Int) throws -> Int {
+        // The batch, oldest first (by the index on the end instant of ended items).
+        let ids = try db.all(
+            """
+            SELECT id FROM countdowns INDEXED BY countdowns_ended_by_time
+            WHERE state IN ('expired', 'cancelled') AND ended_at_ms < ? ORDER BY ended_at_ms LIMIT ?
+            """,
+            bind: { values in
+                values.add(cutoffMs)
+                values.add(Int64(limit))
+            }
+        ) { try $0.int(0) }
+        guard !ids.isEmpty else { return 0 }
+        let list = ids.map(String.init).joined(separator: ",")
         // Like `delete`: each key's last generation is kept, so the key's next life goes on from it.
-        try db.run(
-            """
-            INSERT INTO countdown_retired_keys (key, generation, removed_at_ms)
-            SELECT key, generation, ?2 FROM countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < ?1
-            ON CONFLICT (key) DO UPDATE SET generation = max(generation, excluded.generation), removed_at_ms = ?2
-            """
-        ) { values in
-            values.add(cutoffMs)
-            values.add(nowMs)
-        }
-        if db.changesCount > 0 { memo.anyRetiredKeys = true }
-        try db.run("DELETE FROM countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < ?") { $0.add(cutoffMs) }
+        try db.execute(
+            sql: """
+                INSERT INTO countdown_retired_keys (key, generation, removed_at_ms)
+                SELECT key, generation, ? FROM countdowns WHERE id IN (\(list))
+                ON CONFLICT (key) DO UPDATE SET generation = max(generation, excluded.generation), removed_at_ms = excluded.removed_at_ms
+                """, arguments: [nowMs])
+        memo.anyRetiredKeys = true
+        try db.execute(sql: "DELETE FROM countdowns WHERE id IN (\(list))")
         return db.changesCount
     }
 
-    func deleteEvents(before cutoffMs: Int64) throws -> Int {
+    func deleteEvents(before cutoffMs: Int64, throughID: Int64, limit: Int) throws -> (deleted: Int, more: Bool) {
+        // Among the oldest `limit` events only: event IDs follow W, so once the oldest are not
+        // old enough, none after them are, and no pass scans the rest of the table.
+        let oldest = try db.all(
+            "SELECT id, at_ms FROM countdown_events WHERE id <= ? ORDER BY id LIMIT ?",
+            bind: { values in
+                values.add(throughID)
+                values.add(Int64(limit))
+            }
+        ) { (try $0.int(0), try $0.int(1)) }
+        let doomed = oldest.prefix { $0.1 < cutoffMs }
+        guard let last = doomed.last else { return (0, false) }
+        try db.run("DELETE FROM countdown_events WHERE id >= ? AND id <= ?") { values in
+            values.add(doomed[doomed.startIndex].0)
+            values.add(last.0)
+        }
+        return (db.changesCount, doomed.count == limit)
+    }
+
+    func deleteRetiredKeys(removedBefore cutoffMs: Int64, limit: Int) throws -> Int {
         try db.run(
             """
-            DELETE FROM countdown_events
-            WHERE at_ms < ? AND id <= coalesce((SELECT min(last_event_id) FROM countdown_consumers), 9223372036854775807)
+            DELETE FROM countdown_retired_keys WHERE rowid IN (
+                SELECT rowid FROM countdown_retired_keys INDEXED BY countdown_retired_keys_by_time
+                WHERE removed_at_ms < min(?1, coalesce((SELECT at_ms FROM countdown_events ORDER BY id LIMIT 1), ?1))
+                ORDER BY removed_at_ms LIMIT ?2)
             """
-        ) { $0.add(cutoffMs) }
-        return db.changesCount
+        ) { values in
+            values.add(cutoffMs)
+            values.add(Int64(limit))
+        }
+        let deleted = db.changesCount
+        if deleted > 0 { memo.anyRetiredKeys = nil }
+        return deleted
+    }
+
+    func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)] {
+        try db.all("SELECT name, last_event_id, updated_at_ms FROM countdown_consumers ORDER BY name") { row in
+            (try row.text(0), try row.int(1), try row.int(2))
+        }
     }
 }
 

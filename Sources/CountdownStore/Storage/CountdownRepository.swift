@@ -187,11 +187,29 @@ package protocol RepositoryWriting: RepositoryReading {
     func save(_ claim: ConsumerClaim) throws
     /// Deletes a consumer's claims whose last event id is at most `id`.
     func deleteClaims(_ consumer: String, through id: Int64) throws
-    /// Deletes expired and cancelled items that ended before `cutoffMs`, keeping each key's last
-    /// generation in `countdown_retired_keys` as `delete` does; returns how many.
-    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64) throws -> Int
-    /// Deletes events recorded before `cutoffMs` that every named consumer has acknowledged.
-    func deleteEvents(before cutoffMs: Int64) throws -> Int
+    /// Running countdowns of one policy due by `deadline`, in deadline order, at most `limit`,
+    /// to record their expiries: locked until the transaction ends where writers run side by
+    /// side, skipping rows another writer has locked (it is recording them).
+    func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord]
+    /// Deletes at most `limit` expired and cancelled items that ended before `cutoffMs`, oldest
+    /// first, keeping each key's last generation in `countdown_retired_keys` as `delete` does;
+    /// returns how many.
+    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64, limit: Int) throws -> Int
+    /// Deletes at most `limit` events among the oldest, recorded before `cutoffMs`, with an ID at
+    /// most `throughID` (what every named consumer that holds retention back has passed);
+    /// returns how many were deleted and whether older events than the cutoff may remain.
+    func deleteEvents(before cutoffMs: Int64, throughID: Int64, limit: Int) throws -> (deleted: Int, more: Bool)
+    /// Deletes at most `limit` rows of `countdown_retired_keys` removed before `cutoffMs` that
+    /// no event remains of (the oldest event was recorded at or after their removal); returns how many.
+    func deleteRetiredKeys(removedBefore cutoffMs: Int64, limit: Int) throws -> Int
+    /// Named consumers with their cursors and the instant each last moved.
+    func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)]
+}
+
+extension RepositoryWriting {
+    package func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord] {
+        try running(policy: policy, dueBy: deadline, group: nil, limit: limit)
+    }
 }
 
 /// Where the store keeps its rows: transactions over a database.

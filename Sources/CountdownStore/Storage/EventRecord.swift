@@ -5,7 +5,7 @@ package enum EventKind: String, Sendable {
     case started, stopwatchStarted = "stopwatch_started", replaced
     case paused, resumed, cancelled, restarted, extended, shortened, expired, removed
     case hostSuspended = "host_suspended", hostResumed = "host_resumed"
-    case calibrated, clockEdited = "clock_edited", pruned
+    case calibrated, clockEdited = "clock_edited", pruned, consumerStale = "consumer_stale"
 }
 
 /// One row of the `countdown_events` table.

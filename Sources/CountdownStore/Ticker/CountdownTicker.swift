@@ -104,6 +104,10 @@ public final class CountdownTicker: Service, Sendable {
                         try await self.loop(upkeep: upkeep)
                         return true
                     }
+                    tasks.addTask {
+                        try await self.retainWhileHolding()
+                        return false
+                    }
                     defer { tasks.cancelAll() }
                     while let loopEnded = try await tasks.next(), !loopEnded {}
                 }
@@ -184,10 +188,18 @@ public final class CountdownTicker: Service, Sendable {
                     dueBoot = holding == true ? try await store.nextDueBoot() : nil
                 }
                 if holding == true, let due = dueBoot, clock.bootMilliseconds >= due {
-                    // Record every expiry due, oldest first, in one transaction.
-                    try await store.expireDue()
+                    // Record the oldest due expiries, one short transaction of at most
+                    // `expiryBatchSize`: a backlog of any size is a stream of these, each
+                    // committed (and delivered) before the next, other writes going between.
+                    let recorded = try await store.expireDueBatch()
                     retry.succeeded(logger)
-                    continue  // the expiries bumped the version: look at the next deadline
+                    if recorded > 0 {
+                        if recorded >= store.configuration.expiryBatchSize { await Self.letOthersWrite() }
+                        continue  // the expiries bumped the version: look at the next deadline
+                    }
+                    // Nothing to record after all (another host is recording those rows, or
+                    // recorded them): wait for its commit or the next poll, not in a loop.
+                    dueBoot = nil
                 }
                 nextTick = try await emitTicks()
                 retry.succeeded(logger)
@@ -218,6 +230,56 @@ public final class CountdownTicker: Service, Sendable {
             markAsleep(until: wake, version: seenVersion)
             defer { markAwake() }
             try await store.changes.wait(after: seenVersion, orUntilBoot: wake, on: clock)
+        }
+    }
+
+    /// Between two full batches of a backlog: a pause long enough for a writer of another
+    /// process that waits for the write lock (polling every millisecond, see
+    /// ``SQLiteRepository``) to take it. Real time, not the store's clock: it only spaces
+    /// transactions out.
+    static func letOthersWrite() async {
+        await Task.yield()
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+
+    // MARK: - Retention
+
+    /// While this ticker holds the lease, applies ``CountdownStore/Configuration/retention``
+    /// every ``CountdownStore/Retention/interval`` (the first pass soon after the lease is
+    /// taken), in batches; returns at once when the retention keeps everything.
+    private func retainWhileHolding() async throws {
+        let retention = store.configuration.retention
+        guard retention.prunes else { return }
+        let clock = store.configuration.clock
+        let intervalMs = max(1000, retention.interval.milliseconds)
+        var next = clock.bootMilliseconds + min(intervalMs, 5000)
+        while !Task.isCancelled {
+            try await clock.sleep(untilBootMilliseconds: next)
+            next = clock.bootMilliseconds + intervalMs
+            if isHolding { await retainOnce() }
+        }
+    }
+
+    /// Whether this ticker holds the lease as of its last heartbeat.
+    private var isHolding: Bool {
+        if case .held = leaseStatus { return true }
+        return false
+    }
+
+    /// One retention pass; a failure is logged, and the next pass tries again.
+    private func retainOnce() async {
+        let logger = store.configuration.logger
+        do {
+            let pruned = try await store.applyRetention()
+            if pruned.items + pruned.events + pruned.retiredKeys > 0 {
+                logger.debug(
+                    "retention pruned",
+                    metadata: ["items": "\(pruned.items)", "events": "\(pruned.events)", "retired_keys": "\(pruned.retiredKeys)"])
+            }
+        } catch {
+            if !Task.isCancelled {
+                logger.warning("retention pass failed; trying again later", metadata: ["error": "\(error)"])
+            }
         }
     }
 

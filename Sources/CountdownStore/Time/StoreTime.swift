@@ -193,6 +193,27 @@ package struct Checkpoint: Sendable, Hashable {
         max(heartbeatAt + delta, wallFloor + delta / 2)
     }
 
+    /// The item timeline of `policy` at this checkpoint: `A + G` for `wall`, `A` for `active`.
+    func timeline(_ policy: CountdownPolicy) -> Int64 {
+        policy == .wall ? active + gap : active
+    }
+
+    /// Whether this checkpoint, a move from `base`, places every expiry still to record (the
+    /// soonest of each timeline in `backlog`) at the instant `base` placed it.
+    ///
+    /// An expiry due before a checkpoint is placed backwards from it, at
+    /// `heartbeatAt − (timeline − deadline)`; one due after, forwards, the same way unless the
+    /// checkpoint slews (W at half speed, see ``wall(after:)``). So the instants stay where they
+    /// were when `base` did not slew and `heartbeatAt − timeline` is the same for each timeline
+    /// that has an expiry to record: every move while a host ticks, and for `wall` countdowns any
+    /// move but a calibration.
+    func keepsPlacement(of backlog: SoonestDeadlines, from base: Checkpoint) -> Bool {
+        guard base.wallFloor <= base.heartbeatAt else { return false }
+        return CountdownPolicy.allCases.allSatisfy { policy in
+            backlog[policy] == nil || heartbeatAt - timeline(policy) == base.heartbeatAt - base.timeline(policy)
+        }
+    }
+
     /// This checkpoint moved to `time`, taken at `reading`.
     func advanced(to time: StoreTime, unflooredWall: Int64, at reading: ClockReading) -> Checkpoint {
         var next = self
@@ -242,10 +263,10 @@ struct Extrapolation: Sendable, Hashable {
 ///
 /// Between two checkpoints the clocks run in step: W and the `wall` timeline advance together
 /// (W at half speed while it slews, see ``Checkpoint/wall(after:)``), the `active` timeline only
-/// while a live lease holder ticks. Every write records the expiry of every countdown that came
-/// due before it moves the checkpoint on, so a countdown due but not yet recorded always came due
-/// after the checkpoint: the instant it reached zero follows from the checkpoint alone, and every
-/// reader (the views too) computes the same instant, which does not move.
+/// while a live lease holder ticks. A checkpoint moves only in ways that keep the instant at which
+/// each countdown due but not yet recorded reached zero (``Checkpoint/keepsPlacement(of:from:)``):
+/// that instant follows from the checkpoint alone, and every reader (the views too) computes the
+/// same instant, which does not move.
 struct Now: Sendable {
     /// The three clocks now.
     var clocks: StoreTime
@@ -253,6 +274,16 @@ struct Now: Sendable {
     var base: Checkpoint
     /// Whether time since the checkpoint counts as active.
     var ticking: Bool
+
+    /// Whether this write left the checkpoint behind because expiries still to record would
+    /// have been placed elsewhere from the moved one (see ``Checkpoint/keepsPlacement(of:from:)``).
+    var checkpointBehindBacklog = false
+
+    /// Throws ``CheckpointBehindBacklog`` when this write left the checkpoint behind: for writes
+    /// that change the checkpoint themselves (suspending, calibrating), which must start from now.
+    func requireCheckpointAtNow() throws {
+        if checkpointBehindBacklog { throw CheckpointBehindBacklog() }
+    }
 
     init(_ clocks: StoreTime, base: Checkpoint, ticking: Bool) {
         self.clocks = clocks
@@ -283,3 +314,7 @@ struct Now: Sendable {
         return base.wall(after: sinceBase)
     }
 }
+
+/// Thrown inside a write whose body must change the checkpoint when the write could not move it
+/// to now (expiries still to record): the store records them in batches and tries again.
+struct CheckpointBehindBacklog: Error {}

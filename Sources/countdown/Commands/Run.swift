@@ -25,6 +25,28 @@ extension CountdownCommand {
                 "With --consumer: how long expiries handed to this run stay its own when it dies before acknowledging them, before another run of the consumer gets them (default 30s).",
                 valueName: "duration"))
         var claimTimeout: String?
+        @Option(
+            help: ArgumentHelp(
+                "How long expired and cancelled countdowns are kept after they end, or 'forever' (default 7d).",
+                valueName: "duration|forever"))
+        var retainEnded: String?
+        @Option(
+            help: ArgumentHelp(
+                "How long events are kept once every named consumer has passed them, or 'forever' (default 7d).",
+                valueName: "duration|forever"))
+        var retainEvents: String?
+
+        /// `text` as a retention period: a duration, or `nil` for "forever"; `fallback` when not given.
+        static func retention(_ text: String?, option: String, fallback: Duration?) throws(CountdownError) -> Duration? {
+            guard let text else { return fallback }
+            if text.lowercased() == "forever" { return nil }
+            do {
+                return try DurationText.parse(text)
+            } catch {
+                throw CountdownError(
+                    .invalidDuration, "invalid --\(option) \(quoted(text)): give a duration like 7d, or forever")
+            }
+        }
 
         func run() async throws {
             let timeout = try claimTimeout.map { text throws(CountdownError) -> Duration in
@@ -34,7 +56,10 @@ extension CountdownCommand {
                 }
                 return duration
             }
-            let store = try await global.openStore(claimTimeout: timeout)
+            var retention = CountdownStore.Retention()
+            retention.endedItems = try Self.retention(retainEnded, option: "retain-ended", fallback: retention.endedItems)
+            retention.events = try Self.retention(retainEvents, option: "retain-events", fallback: retention.events)
+            let store = try await global.openStore(claimTimeout: timeout, retention: retention)
             let output = ExpiryOutput(store: store, group: group, consumer: consumer, command: exec)
             let ticker = CountdownTicker(store: store)
             // The ticker and the printer side by side; SIGINT or SIGTERM cancels both, the ticker
@@ -78,15 +103,44 @@ struct ExpiryOutput {
         } else {
             events = try await store.events(filter)
         }
-        for try await event in events {
-            FileHandle.standardOutput.write(Data((Self.line(for: event) + "\n").utf8))
-            if let command {
-                guard try await Self.runUntilSuccess(command, for: event) else { return }
+        guard let named, command == nil else {
+            for try await event in events {
+                FileHandle.standardOutput.write(Data((Self.line(for: event) + "\n").utf8))
+                if let command {
+                    guard try await Self.runUntilSuccess(command, for: event) else { return }
+                }
+                if let named {
+                    guard try await Self.acknowledge(event, of: named) else { return }
+                }
             }
-            if let named {
+            return
+        }
+        // Written means handled: the lines of a batch read go out together, and one
+        // acknowledgement covers the batch once it is written, before the next batch is asked
+        // for (a reader that asks with events unacknowledged is given them again).
+        var buffer = Data()
+        var unacknowledged: CountdownEvent?
+        var iterator = events.makeAsyncIterator()
+        var lastRead: CountdownEvent?
+        while let event = try await iterator.next() {
+            buffer.append(contentsOf: (Self.line(for: event) + "\n").utf8)
+            lastRead = event
+            let batchEnds = !iterator.hasBufferedEvents
+            guard batchEnds || buffer.count >= 65_536 else { continue }
+            FileHandle.standardOutput.write(buffer)
+            buffer.removeAll(keepingCapacity: true)
+            unacknowledged = event
+            if batchEnds {
+                unacknowledged = nil
                 guard try await Self.acknowledge(event, of: named) else { return }
             }
         }
+        // Stopped in the middle of a batch: what was written is acknowledged.
+        if !buffer.isEmpty {
+            FileHandle.standardOutput.write(buffer)
+            unacknowledged = lastRead
+        }
+        if let last = unacknowledged { _ = try await Self.acknowledge(last, of: named) }
     }
 
     /// Acknowledges `event`: written means handled, so the acknowledgement completes even if a
@@ -170,3 +224,4 @@ struct ExpiryOutput {
         }
     }
 }
+

@@ -255,10 +255,10 @@ struct RecoveryArticleTests {
         let mailer = try await store.consumer("mailer")
         try await store.start("old", duration: .seconds(60))
         try await store.cancel("old")
-        clock.advance(by: .seconds(31 * 86_400))
+        clock.advance(by: .seconds(8 * 86_400))
 
-        let pruned = try await store.prune(olderThan: .seconds(30 * 86_400))  // 30 days
-        print(pruned.items, pruned.events)                                    // 1 0: "mailer" has not seen the events
+        let pruned = try await store.prune(olderThan: .seconds(7 * 86_400))  // 7 days
+        print(pruned.items, pruned.events)                                   // 1 0: "mailer" has not seen the events
 
         #expect(pruned.items == 1 && pruned.events == 0)
         var unseen = try await mailer.events().makeAsyncIterator()
@@ -266,7 +266,7 @@ struct RecoveryArticleTests {
         #expect(first.key == "old" && first.kind == .started)
         let second = try #require(try await unseen.next())
         try await mailer.acknowledge(second)
-        #expect(try await store.prune(olderThan: .seconds(30 * 86_400)).events == 2)
+        #expect(try await store.prune(olderThan: .seconds(7 * 86_400)).events == 2)
         try await store.close()
     }
 
