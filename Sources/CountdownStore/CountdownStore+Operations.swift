@@ -226,16 +226,33 @@ extension CountdownStore {
     // MARK: - Changing one item
 
     /// Runs `change` on the item under `key` in one transaction. A countdown that had come due is
-    /// recorded expired first (``settled(_:_:_:)``), so `change` sees it expired.
+    /// recorded expired first, so `change` sees it expired; that expiry commits even when
+    /// `change` refuses.
     private func change(
         _ key: String, _ change: @escaping @Sendable (inout ItemRecord, any RepositoryWriting, Now) throws -> Void
     ) async throws(CountdownError) -> Countdown {
         let key = try Validate.key(key)
-        return try await writing { tx, time in
-            guard var item = try Self.settled(tx.item(key: key), tx, time) else { throw CountdownError.notFound(key) }
-            try change(&item, tx, time)
-            return item.countdown(at: time)
+        let outcome: Result<Countdown, CountdownError> = try await writing { tx, time in
+            guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
+            guard item.isDue(at: time) else {
+                try change(&item, tx, time)
+                return .success(item.countdown(at: time))
+            }
+            // Recorded whatever the change does: a refusal (pausing a countdown that is over)
+            // rolls back the change alone, and the expiry it found commits.
+            try Self.expire(&item, tx, time)
+            let expired = item
+            do {
+                return .success(try tx.savepoint {
+                    var changed = expired
+                    try change(&changed, tx, time)
+                    return changed.countdown(at: time)
+                })
+            } catch let refusal as CountdownError {
+                return .failure(refusal)
+            }
         }
+        return try outcome.get()
     }
 
     private static func require(_ item: ItemRecord, in states: Set<CountdownState>, to verb: String) throws {

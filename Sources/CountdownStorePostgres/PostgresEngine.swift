@@ -138,6 +138,8 @@ struct PostgresEngine: StorageEngine {
             }
         } catch let error as CountdownError {
             throw error
+        } catch let error as CheckpointBehindBacklog {
+            throw error  // the store records the backlog and tries again
         } catch let error as PostgresFailure {
             throw error
         } catch let error as BeginFailed {

@@ -316,5 +316,6 @@ struct Now: Sendable {
 }
 
 /// Thrown inside a write whose body must change the checkpoint when the write could not move it
-/// to now (expiries still to record): the store records them in batches and tries again.
-struct CheckpointBehindBacklog: Error {}
+/// to now (expiries still to record): the store records them in batches and tries again. An
+/// engine passes it through as it is.
+package struct CheckpointBehindBacklog: Error {}

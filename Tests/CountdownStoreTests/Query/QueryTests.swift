@@ -14,7 +14,7 @@ struct QueryTests {
         let queue: DatabaseQueue
         private let statements = Locked<[String]>([])
 
-        init() throws {
+        init(configure: (inout CountdownStore.Configuration) -> Void = { _ in }) throws {
             folder = try TemporaryFolder()
             var configuration = GRDB.Configuration()
             configuration.publicStatementArguments = true
@@ -27,7 +27,9 @@ struct QueryTests {
                 }
             }
             queue = try DatabaseQueue(path: folder.path(), configuration: configuration)
-            store = try CountdownStore(database: queue, configuration: .init(clock: clock))
+            var storeConfiguration = CountdownStore.Configuration(clock: clock)
+            configure(&storeConfiguration)
+            store = try CountdownStore(database: queue, configuration: storeConfiguration)
         }
 
         /// The statements `body` executed that read the countdowns table.

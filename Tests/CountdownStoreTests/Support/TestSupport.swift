@@ -28,7 +28,7 @@ final class TemporaryFolder: Sendable {
 struct Fixture {
     let folder: TemporaryFolder
     let clock: VirtualClock
-    let configuration: CountdownStore.Configuration
+    var configuration: CountdownStore.Configuration
     let engine: TestEngine
     /// The PostgreSQL schema of this fixture's store.
     let schema = PostgresFixtures.newSchema()
