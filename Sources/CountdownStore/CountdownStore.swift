@@ -417,6 +417,9 @@ public final class CountdownStore: Sendable {
             guard lease.holder == me || free else {
                 return .heldElsewhere(by: lease.holder ?? "", until: Date(millisecondsSince1970: lease.expiresAtMs))
             }
+            // Taking the lease (or renewing one that ran out) turns the time since the checkpoint
+            // from background gap into active time for every reader: the checkpoint must be now.
+            if free { try time.requireCheckpointAtNow() }
             if lease.holder != me, var checkpoint = try tx.checkpoint(), checkpoint.suspended != suspended {
                 try time.requireCheckpointAtNow()
                 // A new holder starts from its own host's state, not the suspended flag of a dead one.
@@ -539,6 +542,9 @@ public final class CountdownStore: Sendable {
         try await writing(notifies: false, movesCheckpoint: true) { tx, time in
             var lease = try tx.lease()
             if lease.holder == me {
+                // Giving it up turns the time since the checkpoint into background gap for every
+                // reader: the checkpoint must be now.
+                try time.requireCheckpointAtNow()
                 lease.holder = nil
                 lease.expiresAtMs = time.wall
                 try tx.save(lease)
