@@ -40,7 +40,7 @@ public struct CountdownRequest: Sendable, Hashable {
     }
 }
 
-/// What ``CountdownStore/prune(olderThan:)`` removed.
+/// What ``CountdownStore/prune(olderThan:progress:)`` removed.
 public struct PruneResult: Sendable, Hashable {
     /// Expired and cancelled items removed.
     public var items: Int
@@ -299,7 +299,7 @@ extension CountdownStore {
     /// Stops a running or paused item for good; it stays queryable as `cancelled`.
     ///
     /// One write transaction (the item and a `cancelled` event). A cancelled countdown never
-    /// expires; ``prune(olderThan:)`` deletes it once it is old enough.
+    /// expires; ``prune(olderThan:progress:)`` deletes it once it is old enough.
     ///
     /// - Throws: ``CountdownError/Code/notFound`` for an unknown key,
     ///   ``CountdownError/Code/wrongState`` unless the item is running or paused.
