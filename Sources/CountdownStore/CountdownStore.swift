@@ -557,48 +557,78 @@ public final class CountdownStore: Sendable {
     /// database if the store opened it. The store must not be used afterwards, except for
     /// ``checkpointWAL()`` on a database the host shares with it.
     ///
-    /// Where the database cannot be reached (a lost connection to a PostgreSQL server, or none
-    /// within the lease duration), the store still closes, with a warning: its lease and the
-    /// claims of its event readers run out by themselves.
+    /// It returns within the lease duration (at least a second) plus a moment, whatever the
+    /// database does. Where the database cannot be reached (a lost connection to a PostgreSQL
+    /// server, a server that does not answer, another process's lock held all that time), the
+    /// store still closes, with a warning naming what it could not write: its lease and the
+    /// claims of its event readers run out by themselves. Operations still waiting on the
+    /// database then are abandoned (they fail), and the database closes once they have ended.
     public func close() async throws(CountdownError) {
+        try await close(by: StopDeadline(bound: stopBound))
+    }
+
+    /// ``close()`` giving up at `stop`'s deadline (started now unless it has started): the
+    /// `countdown run` tool closes by the deadline of the stop its signal began.
+    package func close(by stop: StopDeadline) async throws(CountdownError) {
         guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
-        let (outcome, timedOut) = await withTaskGroup(of: Result<Void, CountdownError>?.self) { group in
-            group.addTask {
-                do throws(CountdownError) {
-                    try await self.releaseClaims()
-                    try await self.releaseLease()
-                    return .success(())
-                } catch {
-                    return .failure(error)
-                }
-            }
-            // A bound in real time on waiting for the database: by then the lease has run out anyway.
-            let bound = max(configuration.leaseDuration, .seconds(1))
-            group.addTask {
-                try? await Task.sleep(for: bound)
-                return nil
-            }
-            var outcome: Result<Void, CountdownError> = .success(())
-            var writesEnded = false
-            var timedOut = false
-            for await child in group {
-                group.cancelAll()  // whichever ends first, the other is not needed any more
-                if let child {
-                    outcome = child
-                    writesEnded = true
-                } else if !writesEnded {
-                    timedOut = true  // the bound ran out first: the writes were cancelled
-                }
-            }
-            return (outcome, timedOut)
+        stop.start()
+        let consumers = claimedConsumers()
+        let holdsLease = state.withLock { $0.tookLease }
+        let claimsReleased = Locked(false)
+        let writes = Task {
+            try await self.releaseClaims()
+            claimsReleased.withLock { $0 = true }
+            try await self.releaseLease()
         }
-        if case .failure(let error) = outcome {
-            guard error.isTransient || timedOut else { throw error }
-            configuration.logger.warning(
-                "could not give up the lease and claims while closing; they run out by themselves",
-                metadata: ["error": "\(error)"])
+        switch await BoundedWait.result(of: writes, by: stop, passingCancellation: false) {
+        case .success?:
+            break
+        case .failure(let failure)?:
+            let error = CountdownError(storage: failure, path: path)
+            guard error.isTransient else { throw error }
+            warnUnwritten(consumers: consumers, claimsReleased: claimsReleased.withLock { $0 }, lease: holdsLease,
+                          why: "the database cannot be reached", error: error)
+        case nil:
+            warnUnwritten(consumers: consumers, claimsReleased: claimsReleased.withLock { $0 }, lease: holdsLease,
+                          why: "no answer from the database within \(stop.bound)", error: nil)
         }
-        await using.closeAndDrain()
+        let underWay = using.refuseNew()
+        if underWay > 0 {
+            let drained = await BoundedWait.result(of: Task { await using.drained() }, by: stop, passingCancellation: false)
+            if drained == nil {
+                // The database does not answer: their waits give up, and the database closes once
+                // they have ended, without this call waiting any longer.
+                configuration.logger.warning(
+                    "closing without waiting any longer for operations the database did not answer; they fail",
+                    metadata: ["operations": "\(underWay)", "bound": "\(stop.bound)"])
+                engine.abandonWaits()
+                let (using, engine, logger) = (using, engine, configuration.logger)
+                Task {
+                    await using.drained()
+                    do {
+                        try engine.close()
+                    } catch {
+                        logger.warning("could not close the database", metadata: ["error": "\(error)"])
+                    }
+                }
+                return
+            }
+        }
         try translatingErrorsNow(path: path) { try engine.close() }
+    }
+
+    /// Logs, as a warning, what closing could not write: the claims of `consumers` (unless
+    /// released) and the final heartbeat that gives up the lease (if this instance took it).
+    private func warnUnwritten(consumers: [String], claimsReleased: Bool, lease: Bool, why: String, error: CountdownError?) {
+        var unwritten: [String] = []
+        if !consumers.isEmpty && !claimsReleased {
+            unwritten.append("give up the claims of consumer\(consumers.count == 1 ? "" : "s") \(consumers.joined(separator: ", "))")
+        }
+        if lease || unwritten.isEmpty { unwritten.append("write the final heartbeat and give up the lease") }
+        var metadata: Logger.Metadata = [:]
+        if let error { metadata["error"] = "\(error)" }
+        configuration.logger.warning(
+            "could not \(unwritten.joined(separator: " or ")) while closing (\(why)); they run out by themselves",
+            metadata: metadata)
     }
 }

@@ -133,7 +133,9 @@ extension CountdownStore {
             channel: notificationChannel(schema: schema), eventLockClass: eventLockClass(schema: schema),
             clock: configuration.clock, beforeCommit: beforeCommit,
             statements: PostgresStatements(
-                prefix: prefix, insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes))
+                prefix: prefix, insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes),
+            abandonment: EngineAbandonment(),
+            cancelledWaitMs: Int(max(1000, configuration.leaseDuration.milliseconds)))
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first, upTo: last)

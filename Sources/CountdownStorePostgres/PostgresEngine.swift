@@ -49,6 +49,12 @@ struct PostgresEngine: StorageEngine {
     let beforeCommit: (@Sendable () -> Void)?
     /// The statements sent most, written for this store's schema.
     let statements: PostgresStatements
+    /// Whether the store gave up on the operations under way (it closed without waiting for
+    /// them): their statements stop being waited for.
+    let abandonment: EngineAbandonment
+    /// How long a statement is still waited for once the task that waits for it is cancelled:
+    /// the store's stop bound (its lease duration, at least a second).
+    let cancelledWaitMs: Int
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
     var writersRunSideBySide: Bool { true }
@@ -91,7 +97,7 @@ struct PostgresEngine: StorageEngine {
             } catch let failed as BeginFailed {
                 // The pool handed over a connection the server had already closed (a terminated
                 // session, a restart): nothing ran, so once more on another.
-                guard failed.failure.isTransient, attempt == 1 else { throw failed.failure }
+                guard failed.failure.isTransient, attempt == 1, !(failed.failure.error is WaitAbandoned) else { throw failed.failure }
                 logger.debug("a pooled connection was closed; beginning again on another", metadata: ["error": "\(failed.failure)"])
             }
         }
@@ -100,41 +106,47 @@ struct PostgresEngine: StorageEngine {
     private func attemptTransaction<T: Sendable>(
         writing: Bool, eventHorizonFirst: Bool, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
     ) async throws -> T {
+        let watch = StatementWatch(abandonment)
         do {
-            return try await client.withConnection { connection in
-                try await Blocking.run {
-                    let tx = PostgresTransaction(engine: self, connection: connection, writing: writing)
-                    if eventHorizonFirst {
-                        do {
-                            tx.horizon = try tx.computeEventHorizon()
-                        } catch {
-                            // Nothing ran yet, as for a failed BEGIN.
-                            throw BeginFailed(failure: PostgresFailure(error, place: place))
-                        }
-                    }
-                    // Sent without waiting: it runs before the body's first statement, whose
-                    // wait takes its result first.
-                    try tx.sendUnanswered(
-                        writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-                        isBegin: true)
-                    do {
-                        let value = try body(tx)
-                        if writing {
-                            try tx.finish()
-                            if let beforeCommit {
-                                try tx.takeUnanswered()
-                                beforeCommit()
+            return try await withTaskCancellationHandler {
+                try await client.withConnection { connection in
+                    try await Blocking.run {
+                        let tx = PostgresTransaction(engine: self, connection: connection, writing: writing, watch: watch)
+                        if eventHorizonFirst {
+                            do {
+                                tx.horizon = try tx.computeEventHorizon()
+                            } catch {
+                                // Nothing ran yet, as for a failed BEGIN.
+                                throw BeginFailed(failure: PostgresFailure(error, place: place))
                             }
                         }
-                        try tx.execute("COMMIT")
-                        return value
-                    } catch let error as BeginFailed {
-                        throw error
-                    } catch {
-                        try? tx.execute("ROLLBACK")
-                        throw error
+                        // Sent without waiting: it runs before the body's first statement, whose
+                        // wait takes its result first.
+                        try tx.sendUnanswered(
+                            writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                            isBegin: true)
+                        do {
+                            let value = try body(tx)
+                            if writing {
+                                try tx.finish()
+                                if let beforeCommit {
+                                    try tx.takeUnanswered()
+                                    beforeCommit()
+                                }
+                            }
+                            try tx.execute("COMMIT")
+                            return value
+                        } catch let error as BeginFailed {
+                            throw error
+                        } catch {
+                            try? tx.execute("ROLLBACK")
+                            throw error
+                        }
                     }
                 }
+            } onCancel: {
+                // A statement the database does not answer is not waited for without end.
+                watch.giveUp(afterMs: cancelledWaitMs)
             }
         } catch let error as CountdownError {
             throw error
@@ -154,11 +166,17 @@ struct PostgresEngine: StorageEngine {
     /// The event horizon (see ``PostgresTransaction/eventHorizon()``): it changes whenever
     /// anybody commits an event.
     func foreignChangeToken() async throws -> Int {
+        let watch = StatementWatch(abandonment)
         do {
-            let value = try await client.withConnection { connection in
-                try await Blocking.run {
-                    try PostgresTransaction(engine: self, connection: connection, writing: false).computeEventHorizon()
+            let value = try await withTaskCancellationHandler {
+                try await client.withConnection { connection in
+                    try await Blocking.run {
+                        try PostgresTransaction(engine: self, connection: connection, writing: false, watch: watch)
+                            .computeEventHorizon()
+                    }
                 }
+            } onCancel: {
+                watch.giveUp(afterMs: cancelledWaitMs)
             }
             return Int(truncatingIfNeeded: value)
         } catch {
@@ -237,7 +255,16 @@ struct PostgresEngine: StorageEngine {
         }
     }
 
+    /// Stops waiting for the statements under way and, for an owned client, ends it (its
+    /// connections close).
     func close() throws {
+        abandonWaits()
+    }
+
+    /// Every statement under way stops being waited for (its connection is closed, and it fails
+    /// as abandoned); an owned client ends, so that no connection is waited for either.
+    func abandonWaits() {
+        abandonment.abandon()
         runner?.stop()
     }
 
@@ -343,15 +370,72 @@ struct ConnectionLost: Error, CustomStringConvertible {
     var description: String { "the connection closed before the statement's result came" }
 }
 
+/// A statement was no longer waited for: the store closed without waiting for it, or the task
+/// that waited was cancelled and the database did not answer within the stop's bound.
+struct WaitAbandoned: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { "stopped waiting for the database's answer: \(reason)" }
+}
+
+/// Whether a store gave up on its engine's operations under way: set once, when it closes.
+final class EngineAbandonment: @unchecked Sendable {
+    // Safe: `abandoned` is only touched under `lock`.
+    private let lock = NSLock()
+    private var abandoned = false
+
+    /// From now on, no statement of the engine is waited for.
+    func abandon() {
+        lock.withLock { abandoned = true }
+    }
+
+    /// Whether ``abandon()`` was called.
+    var isAbandoned: Bool { lock.withLock { abandoned } }
+}
+
+/// When the statements of one transaction stop being waited for: once the engine is abandoned,
+/// or a while after the task waiting for the transaction was cancelled.
+final class StatementWatch: @unchecked Sendable {
+    // Safe: `giveUpAt` is only touched under `lock`.
+    private let lock = NSLock()
+    private var giveUpAt: DispatchTime?
+    private var graceMs = 0
+    private let engine: EngineAbandonment
+
+    init(_ engine: EngineAbandonment) {
+        self.engine = engine
+    }
+
+    /// Gives up `milliseconds` from now (or earlier, if asked before).
+    func giveUp(afterMs milliseconds: Int) {
+        let at = DispatchTime.now() + .milliseconds(milliseconds)
+        lock.withLock {
+            if let earlier = giveUpAt, earlier <= at { return }
+            giveUpAt = at
+            graceMs = milliseconds
+        }
+    }
+
+    /// Why the statement is no longer waited for, or `nil` while it still is.
+    func reasonToGiveUp() -> String? {
+        if engine.isAbandoned { return "the store closed without waiting any longer" }
+        let (at, grace) = lock.withLock { (giveUpAt, graceMs) }
+        guard let at, DispatchTime.now() >= at else { return nil }
+        return "no answer within \(grace) ms after the task was cancelled"
+    }
+}
+
 extension Blocking {
     /// How long a statement's own failure may follow the closing of its connection.
     static let closingGraceMs = 1000
 
     /// Waits on this thread for `future`, the result of a statement on `connection`; throws
     /// ``ConnectionLost`` if the connection has closed and the result still has not come a
-    /// moment later. (The connection is looked at every 0.1 s while the statement runs: a
-    /// callback on its closing would stay registered for as long as the connection lives.)
-    static func wait<T: Sendable>(for future: EventLoopFuture<T>, on connection: PostgresConnection) throws -> T {
+    /// moment later, and ``WaitAbandoned`` (closing the connection) once `watch` gives up. (The
+    /// connection and the watch are looked at every 0.1 s while the statement runs: a callback
+    /// on its closing would stay registered for as long as the connection lives.)
+    static func wait<T: Sendable>(
+        for future: EventLoopFuture<T>, on connection: PostgresConnection, watch: StatementWatch
+    ) throws -> T {
         let done = DispatchSemaphore(value: 0)
         let outcome = OutcomeBox<T>()
         future.whenComplete { result in
@@ -362,6 +446,13 @@ extension Blocking {
         while true {
             if done.wait(timeout: .now() + .milliseconds(100)) == .success, let result = outcome.get() {
                 return try result.get()
+            }
+            if let reason = watch.reasonToGiveUp() {
+                // The session ends (the server rolls its transaction back once it answers again);
+                // the pool opens another connection when it needs one.
+                let closing: EventLoopFuture<Void> = connection.close()
+                closing.whenComplete { _ in }
+                throw WaitAbandoned(reason: reason)
             }
             guard connection.isClosed else { continue }
             // Closed: the statement's own failure (with the server's reason) normally follows at once.
@@ -417,7 +508,7 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
     /// the connection broke or was closing, or the pool could not open one. The store's own
     /// pool being shut down (the store closed) is not transient.
     var isTransient: Bool {
-        if error is ConnectionLost { return true }
+        if error is ConnectionLost || error is WaitAbandoned { return true }
         guard let psql = error as? PSQLError else {
             // The pool's own failure that postgres-nio does not turn into a `PSQLError`: no
             // connection could be opened for a while (its circuit breaker tripped). Its type
@@ -439,6 +530,9 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
 
     func countdownError(place _: String) -> CountdownError {
         let where_ = " at \(place)"
+        if let abandoned = error as? WaitAbandoned {
+            return CountdownError(.ioFailure, "stopped waiting for the database\(where_): \(abandoned.reason)", underlying: self)
+        }
         if isTransient, error is ConnectionLost || error is PSQLError {
             let psql = error as? PSQLError
             let reason = psql?.serverInfo?[.message].map { "\($0) (SQLSTATE \(sqlState ?? ""))" } ?? psql.map { "\($0.code)" } ?? "\(error)"

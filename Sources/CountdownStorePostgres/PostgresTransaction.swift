@@ -9,6 +9,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     let engine: PostgresEngine
     let connection: PostgresConnection
     let writing: Bool
+    /// When its statements stop being waited for.
+    let watch: StatementWatch
     /// The server's clock and the checkpoint, as the last ``clocks()`` read them.
     private var serverMs: Int64?
     /// This host's boot clock right before the last ``clocks()`` statement was sent.
@@ -29,10 +31,11 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// wakes up between the two.
     private var unanswered: (result: EventLoopFuture<PostgresQueryResult>, isBegin: Bool)?
 
-    init(engine: PostgresEngine, connection: PostgresConnection, writing: Bool) {
+    init(engine: PostgresEngine, connection: PostgresConnection, writing: Bool, watch: StatementWatch) {
         self.engine = engine
         self.connection = connection
         self.writing = writing
+        self.watch = watch
     }
 
     private var p: String { engine.prefix }
@@ -44,7 +47,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func run(_ sql: String, _ values: [Value] = []) throws -> (rows: [PostgresRow], changed: Int) {
         let future = try send(sql, values)
         try takeUnanswered()
-        let result = try Blocking.wait(for: future, on: connection)
+        let result = try Blocking.wait(for: future, on: connection, watch: watch)
         return (Array(result.rows), result.metadata.rows ?? 0)
     }
 
@@ -61,7 +64,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         guard let (future, isBegin) = unanswered else { return }
         unanswered = nil
         do {
-            _ = try Blocking.wait(for: future, on: connection)
+            _ = try Blocking.wait(for: future, on: connection, watch: watch)
+        } catch let error as WaitAbandoned {
+            throw error
         } catch {
             if isBegin { throw BeginFailed(failure: PostgresFailure(error, place: engine.place)) }
             throw error
@@ -440,9 +445,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         let floorsSent = try send(
             engine.statements.eventWriterFloors, [.int(Int64(UInt32(bitPattern: engine.eventLockClass)))])
         try takeUnanswered()
-        let last = try Array(Blocking.wait(for: lastSent, on: connection).rows).first?.decode(Int64.self) ?? 0
+        let last = try Array(Blocking.wait(for: lastSent, on: connection, watch: watch).rows).first?.decode(Int64.self) ?? 0
         var horizon = last
-        for row in try Array(Blocking.wait(for: floorsSent, on: connection).rows) {
+        for row in try Array(Blocking.wait(for: floorsSent, on: connection, watch: watch).rows) {
             // The floor is `last` or below it, less than 2³⁰ apart; a floor a little above
             // `last` (a writer that began after it was read) bounds nothing.
             let behind = ((last - (try row.decode(Int64.self))) % Self.floorModulus + Self.floorModulus) % Self.floorModulus

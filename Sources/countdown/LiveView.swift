@@ -98,15 +98,22 @@ enum Screen {
     }
 }
 
-/// Cancels `task` on SIGINT or SIGTERM, so a live view can tidy the terminal and exit 0.
+/// Runs an action on SIGINT or SIGTERM (cancelling a task, so a live view can tidy the terminal
+/// and exit 0).
 final class SignalStop {
     private let sources: [any DispatchSourceSignal]
 
-    init(cancelling task: Task<Void, any Error>) {
+    /// Cancels `task` on SIGINT or SIGTERM.
+    convenience init(cancelling task: Task<Void, any Error>) {
+        self.init { task.cancel() }
+    }
+
+    /// Calls `action` on each SIGINT or SIGTERM.
+    init(_ action: @escaping @Sendable () -> Void) {
         sources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number)
-            source.setEventHandler { task.cancel() }
+            source.setEventHandler { action() }
             source.resume()
             return source
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// An endless, ordered sequence of a store's events, read from its `countdown_events` table.
 ///
@@ -31,18 +32,47 @@ public struct CountdownEvents: AsyncSequence, Sendable {
         let store: CountdownStore
         let consumer: String
         let name: String
+        /// Started when the reading task is cancelled: giving up the claims waits until then.
+        let stop: StopDeadline
         private let released = Locked(false)
 
         init(store: CountdownStore, consumer: String) {
             self.store = store
             self.consumer = consumer
             name = store.newReaderName()
+            stop = StopDeadline(bound: store.stopBound)
         }
 
-        /// Releases the claims now, waiting for it.
+        /// Releases the claims now (in a task of its own: the reading task is cancelled),
+        /// waiting for it until the stop's deadline; what it could not give up is logged as a
+        /// warning and goes to other readers when the claims run out.
         func release() async {
-            released.withLock { $0 = true }
-            try? await store.releaseClaims(consumer: consumer, reader: name)
+            let first = released.withLock { released in
+                defer { released = true }
+                return !released
+            }
+            // A reader of an instance that never claimed events of its consumer has none to give up.
+            guard first, store.claimedConsumers().contains(consumer) else { return }
+            stop.start()
+            let (store, consumer, name) = (store, consumer, name)
+            let releasing = Task { try await store.releaseClaims(consumer: consumer, reader: name) }
+            let why: String
+            var metadata: Logger.Metadata = ["consumer": "\(consumer)", "reader": "\(name)"]
+            switch await BoundedWait.result(of: releasing, by: stop, passingCancellation: false) {
+            case .success?:
+                return
+            case .failure(let error as CountdownError)? where error.code == .wrongState:
+                return  // the store closed, which gave them up
+            case .failure(let error)?:
+                why = "the database cannot be reached"
+                metadata["error"] = "\(error)"
+            case nil:
+                why = "no answer from the database within \(stop.bound)"
+            }
+            metadata["claim_timeout"] = "\(store.configuration.claimTimeout)"
+            store.configuration.logger.warning(
+                "could not give up the claims of a reader of consumer \(consumer) (\(why)); they go to other readers when they run out",
+                metadata: metadata)
         }
 
         deinit {
@@ -79,11 +109,14 @@ public struct CountdownEvents: AsyncSequence, Sendable {
             self.consumer = consumer
         }
 
-        /// After a failed read: throws `error` unless the connection was lost (a PostgreSQL
-        /// server restarting), else waits before the same reader asks again, keeping what it has
-        /// claimed. Returns `false` when the wait was cancelled.
+        /// After a failed read: returns `false` when the task is cancelled (whatever the read
+        /// the stop interrupted reported, the sequence ends); throws `error` unless the
+        /// connection was lost (a PostgreSQL server restarting), else waits before the same
+        /// reader asks again, keeping what it has claimed. Returns `false` when the wait was
+        /// cancelled.
         private mutating func pause(after error: CountdownError, version: UInt64) async throws -> Bool {
-            guard error.isTransient, !Task.isCancelled else { throw error }
+            if Task.isCancelled { return false }
+            guard error.isTransient else { throw error }
             let delayMs = retry.failed(error, store.configuration.logger)
             let clock = store.configuration.clock
             do {
@@ -100,8 +133,24 @@ public struct CountdownEvents: AsyncSequence, Sendable {
         /// session) does not end the sequence: it is logged as a warning and the read is tried
         /// again, 0.1 s later, then up to 1 s apart, until it succeeds.
         ///
+        /// Once the task is cancelled, a reader of a named consumer gives up what it claimed and
+        /// did not acknowledge, and returns within the lease duration (at least a second)
+        /// whatever the database does: what the database has not answered by then is left
+        /// behind with a warning, and its claims run out by themselves.
+        ///
         /// - Throws: ``CountdownError`` when the database cannot be read for any other reason.
         public mutating func next() async throws -> CountdownEvent? {
+            guard let consumer else { return try await nextEvent() }
+            // A cancellation starts the reader's stop: from then on, an operation the database
+            // does not answer and the release of the claims are waited for until its deadline.
+            return try await withTaskCancellationHandler {
+                try await nextEvent()
+            } onCancel: {
+                consumer.stop.start()
+            }
+        }
+
+        private mutating func nextEvent() async throws -> CountdownEvent? {
             while !Task.isCancelled {
                 let version = store.changes.version
                 let clock = store.configuration.clock
@@ -159,9 +208,8 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                 }
             }
             if let consumer {
-                // What this reader claimed and did not acknowledge goes to the other readers now
-                // (in a task of its own: this one is cancelled).
-                await Task { await consumer.release() }.value
+                // What this reader claimed and did not acknowledge goes to the other readers now.
+                await consumer.release()
             }
             return nil
         }

@@ -102,7 +102,11 @@ struct SQLiteRepository: StorageEngine {
         CrashPoints.reach(.closeBeforeCheckpoint)
         // Fold the WAL into the database file, so the file alone holds everything. Another
         // process still reading may keep part of it in the WAL, where it is just as durable.
-        _ = try? writer.unsafeReentrantWrite { db in try db.checkpoint(.truncate) }
+        // Without waiting: with its busy handler waiting, a TRUNCATE checkpoint waits until no
+        // other process writes, and closing (even a store that only read) would wait behind
+        // another process's write lock. Failing fast, it copies what it can and leaves the rest,
+        // just as durable, to a later checkpoint.
+        _ = try? writer.unsafeReentrantWrite { db in try BusyWait.failingFast { try db.checkpoint(.truncate) } }
         CrashPoints.reach(.closeAfterCheckpoint)
         try writer.close()
         CrashPoints.reach(.closed)
@@ -131,16 +135,65 @@ struct SQLiteRepository: StorageEngine {
 
     /// The synchronous attempt at a write: on the calling thread, `nil` when the lock is busy.
     private func writeNow<T: Sendable>(_ body: (any RepositoryWriting) throws -> T) throws -> Outcome<T>? {
-        try writer.unsafeReentrantWrite { db in try Self.transaction(db, waitingForLock: false, body) }
+        try writer.unsafeReentrantWrite { db in
+            try Self.transaction(db, waitingForLock: false, busyTimeout: busyTimeout, body)
+        }
     }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T {
         if let immediate = try writeNow(body) { return immediate.value }
         return try await writer.writeWithoutTransaction { db in
-            guard let result = try Self.transaction(db, waitingForLock: true, body) else {
+            guard let result = try Self.transaction(db, waitingForLock: true, busyTimeout: busyTimeout, body) else {
                 throw DatabaseError(resultCode: .SQLITE_BUSY, message: "database is locked")
             }
             return result.value
+        }
+    }
+
+    /// How long one attempt at the write lock waits, at most, on a host's connection with a
+    /// busy timeout, while a write waits its turn.
+    static let lockWaitSliceMs: CInt = 50
+
+    /// `BEGIN IMMEDIATE`, waiting up to the busy timeout for another connection's write lock, in
+    /// short attempts: SQLite's busy handler does not heed an interrupt, but GRDB refuses the
+    /// next attempt of a cancelled task (with `CancellationError`), so a write whose task is
+    /// cancelled (a stop giving up on it) stops waiting within one attempt instead of the whole
+    /// busy timeout. The store's own connections try every millisecond, as their busy handler
+    /// would (it fails at once during each attempt); a host's connection with a busy timeout
+    /// waits up to ``lockWaitSliceMs`` per attempt; any other just begins.
+    private static func beginImmediate(_ db: Database, busyTimeout: Duration) throws {
+        let begin = { try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute() }
+        let deadline: ContinuousClock.Instant
+        let attempt: () throws -> Void
+        switch db.configuration.busyMode {
+        case .callback where db.configuration.label == DatabaseOpening.connectionLabel:
+            deadline = ContinuousClock.now + busyTimeout
+            attempt = {
+                do {
+                    try BusyWait.failingFast(begin)
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                    usleep(1000)
+                    throw error
+                }
+            }
+        case .timeout(let seconds) where seconds > 0:
+            deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+            sqlite3_busy_timeout(db.sqliteConnection, lockWaitSliceMs)
+            attempt = begin
+        default:
+            return try begin()
+        }
+        defer {
+            if case .timeout(let seconds) = db.configuration.busyMode {
+                sqlite3_busy_timeout(db.sqliteConnection, CInt(seconds * 1000))
+            }
+        }
+        while true {
+            do {
+                return try attempt()
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline {
+                continue
+            }
         }
     }
 
@@ -153,7 +206,7 @@ struct SQLiteRepository: StorageEngine {
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction and commits it. Without `waitingForLock`,
     /// returns `nil` at once when another connection holds the write lock, having changed nothing.
     private static func transaction<T: Sendable>(
-        _ db: Database, waitingForLock: Bool, _ body: (any RepositoryWriting) throws -> T
+        _ db: Database, waitingForLock: Bool, busyTimeout: Duration, _ body: (any RepositoryWriting) throws -> T
     ) throws -> Outcome<T>? {
         // Already inside a transaction (the host's): the work joins it, and the host commits.
         if db.isInsideTransaction { return Outcome(value: try body(SQLiteTransaction(db: db))) }
@@ -181,7 +234,7 @@ struct SQLiteRepository: StorageEngine {
                 }
             }
         }
-        if !db.isInsideTransaction { try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute() }
+        if !db.isInsideTransaction { try beginImmediate(db, busyTimeout: busyTimeout) }
         do {
             let value = try body(SQLiteTransaction(db: db))
             CrashPoints.reach(.commitBefore)

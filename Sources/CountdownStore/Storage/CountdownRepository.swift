@@ -263,6 +263,10 @@ package protocol StorageEngine: CountdownRepository {
     func checkpointLog() async throws -> Bool
     /// Closes what the store opened itself, after folding its log in; leaves a host's database open.
     func close() throws
+    /// Makes the waits of the operations still under way give up now (they fail), for a store
+    /// that closes without waiting any longer for a database that does not answer; ``close()``
+    /// follows once they have ended. Engines whose every wait is bounded do nothing.
+    func abandonWaits()
     /// What the engine adds to ``StoreDiagnostics`` (`clock`: this host's clock, to compare).
     func details(clock: any StoreClock) async throws -> [EngineDetail]
     /// Whether only the writes that must move the checkpoint do (the holder's heartbeats, clock
@@ -281,4 +285,5 @@ extension StorageEngine {
     package func details(clock: any StoreClock) async throws -> [EngineDetail] { [] }
     package var writersRunSideBySide: Bool { false }
     package func clockReading(_ local: ClockReading) -> ClockReading { local }
+    package func abandonWaits() {}
 }

@@ -2,7 +2,8 @@ import Foundation
 
 /// The operations under way on a store's engine. Closing the store refuses new ones, with a
 /// clear error, and waits for those under way, so that no transaction ever runs on a closed
-/// database (a task left behind by the host, a reader that ends after the store closed).
+/// database (a task left behind by the host, a reader that ends after the store closed). The
+/// wait is bounded: past the stop's deadline the engine closes once they end, unawaited.
 final class EngineUse: Sendable {
     private struct State {
         var open = true
@@ -34,11 +35,19 @@ final class EngineUse: Sendable {
         return try await body()
     }
 
-    /// Refuses new operations and waits for those under way.
-    func closeAndDrain() async {
+    /// Refuses new operations from now on; returns how many are still under way.
+    @discardableResult
+    func refuseNew() -> Int {
+        state.withLock { state in
+            state.open = false
+            return state.running
+        }
+    }
+
+    /// Returns once no operation is under way.
+    func drained() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = state.withLock { state -> Bool in
-                state.open = false
                 if state.running == 0 { return true }
                 state.drained.append(continuation)
                 return false

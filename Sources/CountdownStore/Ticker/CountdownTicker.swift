@@ -66,6 +66,11 @@ public final class CountdownTicker: Service, Sendable {
     /// Runs the timer loop until the task is cancelled or the service group shuts down gracefully;
     /// then writes a final heartbeat and frees the lease.
     ///
+    /// Once asked to stop it returns within the lease duration (at least a second), whatever the
+    /// database does: an operation or a final heartbeat the database has not answered by then
+    /// (a server gone or hung, another process's lock held) is left behind, cancelled, with a
+    /// warning, and the lease runs out by itself.
+    ///
     /// A lost connection to the database (a PostgreSQL server restarting, a terminated session)
     /// does not stop it: it logs a warning and tries again after 0.1 s, then up to 1 s apart,
     /// heartbeat first, not counting itself the lease holder until a heartbeat succeeds.
@@ -88,50 +93,80 @@ public final class CountdownTicker: Service, Sendable {
         }
         let upkeep = try store.startUpkeep()
         state.withLock { $0.upkeep = upkeep }
-        var failure: (any Error)?
-        do {
-            try await cancelWhenGracefulShutdown {
-                try await withThrowingTaskGroup(of: Bool.self) { tasks in
-                    let store = self.store
-                    if store.engine.pushesForeignChanges {
-                        // Other hosts' writes, as the database announces them: look again at once.
-                        tasks.addTask {
-                            await store.engine.watchForeignChanges(clock: store.configuration.clock) { store.changes.bump() }
-                            return false
-                        }
-                    }
+        let store = self.store
+        let logger = store.configuration.logger
+        // The stop's deadline, from the cancellation (or graceful shutdown) on: the loop's last
+        // operation and the final heartbeat are waited for until then, not longer.
+        let stop = StopDeadline(bound: store.stopBound)
+        let work = Task {
+            try await withThrowingTaskGroup(of: Bool.self) { tasks in
+                if store.engine.pushesForeignChanges {
+                    // Other hosts' writes, as the database announces them: look again at once.
                     tasks.addTask {
-                        try await self.loop(upkeep: upkeep)
-                        return true
-                    }
-                    tasks.addTask {
-                        try await self.retainWhileHolding()
+                        await store.engine.watchForeignChanges(clock: store.configuration.clock) { store.changes.bump() }
                         return false
                     }
-                    defer { tasks.cancelAll() }
-                    while let loopEnded = try await tasks.next(), !loopEnded {}
                 }
+                tasks.addTask {
+                    try await self.loop(upkeep: upkeep)
+                    return true
+                }
+                tasks.addTask {
+                    try await self.retainWhileHolding()
+                    return false
+                }
+                defer { tasks.cancelAll() }
+                while let loopEnded = try await tasks.next(), !loopEnded {}
             }
-        } catch {
-            // Cancellation and graceful shutdown end here too, whatever the call they interrupted
-            // reported (a wait for another process's lock ends with a storage error then).
-            if !(error is CancellationError) && !Task.isCancelled { failure = error }
         }
-        await upkeep?.stop()
+        let ended = await cancelWhenGracefulShutdown {
+            await BoundedWait.result(of: work, by: stop, passingCancellation: true)
+        }
+        var failure: (any Error)?
+        switch ended {
+        case .failure(let error)? where !stop.hasStarted && !(error is CancellationError) && !Task.isCancelled:
+            failure = error
+        case nil:
+            logger.warning(
+                "the countdown ticker's database work did not end within the stop's bound; left behind, cancelled",
+                metadata: ["bound": "\(stop.bound)"])
+        default:
+            // Cancellation and graceful shutdown end here, whatever the call they interrupted
+            // reported (a wait for another process's lock ends with a storage error then).
+            break
+        }
+        stop.start()  // after a failure, the stop begins now
+        if let upkeep {
+            _ = await BoundedWait.result(of: Task { await upkeep.stop() }, by: stop, passingCancellation: false)
+        }
         state.withLock { $0.upkeep = nil }
         if let failure {
-            store.configuration.logger.error("countdown ticker stopped", metadata: ["error": "\(failure)"])
-            try? await Task { try await self.store.releaseLease() }.value
-            throw failure
+            logger.error("countdown ticker stopped", metadata: ["error": "\(failure)"])
         }
-        // A fresh task: the final heartbeat must be written even though this one is cancelled.
-        do {
-            try await Task { try await self.store.releaseLease() }.value
-        } catch let error as CountdownError where error.isTransient {
-            // The database cannot be reached now: the lease runs out by itself.
-            store.configuration.logger.warning(
-                "could not give up the countdown lease; it runs out by itself", metadata: ["error": "\(error)"])
+        // A fresh task: the final heartbeat must be written even though this one is cancelled,
+        // unless the database does not answer by the stop's deadline.
+        let release = Task { try await store.releaseLease() }
+        switch await BoundedWait.result(of: release, by: stop, passingCancellation: false) {
+        case .success?:
+            break
+        case .failure? where failure != nil:
+            break  // the ticker's own failure is what it reports
+        case .failure(let error)?:
+            let error = CountdownError(storage: error, path: store.path)
+            if error.isTransient {
+                // The database cannot be reached now: the lease runs out by itself.
+                logger.warning(
+                    "could not write the final heartbeat and give up the countdown lease; it runs out by itself",
+                    metadata: ["error": "\(error)"])
+            } else {
+                throw error
+            }
+        case nil:
+            logger.warning(
+                "could not write the final heartbeat and give up the countdown lease: no answer from the database within the stop's bound; it runs out by itself",
+                metadata: ["bound": "\(stop.bound)"])
         }
+        if let failure { throw failure }
     }
 
     // MARK: - The loop

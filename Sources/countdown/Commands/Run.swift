@@ -60,7 +60,10 @@ extension CountdownCommand {
             retention.endedItems = try Self.retention(retainEnded, option: "retain-ended", fallback: retention.endedItems)
             retention.events = try Self.retention(retainEvents, option: "retain-events", fallback: retention.events)
             let store = try await global.openStore(claimTimeout: timeout, retention: retention)
-            let output = ExpiryOutput(store: store, group: group, consumer: consumer, command: exec)
+            // The stop a signal begins: the acknowledgement or command under way, and closing,
+            // wait for the database until its deadline, not longer.
+            let stopping = StopDeadline(bound: store.stopBound)
+            let output = ExpiryOutput(store: store, group: group, consumer: consumer, command: exec, stopping: stopping)
             let ticker = CountdownTicker(store: store)
             // The ticker and the printer side by side; SIGINT or SIGTERM cancels both, the ticker
             // then writes its final heartbeat. (No timers of its own: see `BootSleeper`.)
@@ -72,16 +75,31 @@ extension CountdownCommand {
                     _ = try await tasks.next()
                 }
             }
-            let stop = SignalStop(cancelling: work)
-            defer { withExtendedLifetime(stop) {} }
-            do {
-                try await work.value
-            } catch is CancellationError {
-            } catch {
-                try? await store.close()
-                throw error
+            // Each of them gives up on the database at the stop's deadline; this wait, a moment
+            // later, so that the process ends whatever happens.
+            let outer = StopDeadline(bound: store.stopBound + .seconds(1))
+            let waiting = Task { await BoundedWait.result(of: work, by: outer, passingCancellation: true) }
+            let stop = SignalStop {
+                stopping.start()
+                waiting.cancel()
             }
-            try await store.close()
+            defer { withExtendedLifetime(stop) {} }
+            switch await waiting.value {
+            case .success?:
+                break
+            case .failure(let error)?:
+                // After a stop, what the database could not be reached for was logged already.
+                let stopped = stopping.hasStarted && (error is CancellationError || (error as? CountdownError)?.isTransient == true)
+                if !stopped && !(error is CancellationError) {
+                    try? await store.close(by: stopping)
+                    throw error
+                }
+            case nil:
+                toolLogger.warning(
+                    "the ticker and the expiry output did not stop within the stop's bound; exiting without them",
+                    metadata: ["bound": "\(outer.bound)"])
+            }
+            try await store.close(by: stopping)
         }
     }
 }
@@ -92,6 +110,9 @@ struct ExpiryOutput {
     let group: String?
     let consumer: String?
     let command: String?
+    /// The stop a signal began: once it has, the command and the acknowledgement under way are
+    /// waited for until its deadline, not longer.
+    let stopping: StopDeadline
 
     func run() async throws {
         let filter = EventFilter(kinds: [.expired], group: group)
@@ -107,10 +128,10 @@ struct ExpiryOutput {
             for try await event in events {
                 FileHandle.standardOutput.write(Data((Self.line(for: event) + "\n").utf8))
                 if let command {
-                    guard try await Self.runUntilSuccess(command, for: event) else { return }
+                    guard try await runUntilSuccess(command, for: event) else { return }
                 }
                 if let named {
-                    guard try await Self.acknowledge(event, of: named) else { return }
+                    guard try await acknowledge(event, of: named) else { return }
                 }
             }
             return
@@ -132,7 +153,7 @@ struct ExpiryOutput {
             unacknowledged = event
             if batchEnds {
                 unacknowledged = nil
-                guard try await Self.acknowledge(event, of: named) else { return }
+                guard try await acknowledge(event, of: named) else { return }
             }
         }
         // Stopped in the middle of a batch: what was written is acknowledged.
@@ -140,30 +161,49 @@ struct ExpiryOutput {
             FileHandle.standardOutput.write(buffer)
             unacknowledged = lastRead
         }
-        if let last = unacknowledged { _ = try await Self.acknowledge(last, of: named) }
+        if let last = unacknowledged { _ = try await acknowledge(last, of: named) }
     }
 
     /// Acknowledges `event`: written means handled, so the acknowledgement completes even if a
-    /// stop arrives while it is written. A lost connection to the database (a server
-    /// restarting) is retried, 0.1 s later, then up to 1 s apart, until it succeeds or a stop
-    /// arrives; returns false after a stop (the event is then delivered again).
-    static func acknowledge(_ event: CountdownEvent, of consumer: EventConsumer) async throws -> Bool {
+    /// stop arrives while it is written, unless the database does not answer by the stop's
+    /// deadline. A lost connection to the database (a server restarting) is retried, 0.1 s
+    /// later, then up to 1 s apart, until it succeeds or a stop arrives; returns false after a
+    /// stop that left it unwritten (the event is then delivered again), with a warning.
+    func acknowledge(_ event: CountdownEvent, of consumer: EventConsumer) async throws -> Bool {
         var retry = ConnectionRetry()
         while true {
-            do {
-                try await Task { try await consumer.acknowledge(event) }.value
+            let writing = Task { try await consumer.acknowledge(event) }
+            switch await BoundedWait.result(of: writing, by: stopping, passingCancellation: false) {
+            case .success?:
                 retry.succeeded(toolLogger)
                 return true
-            } catch let error as CountdownError where error.isTransient && !Task.isCancelled {
+            case nil:
+                warnUnacknowledged(event, why: "no answer from the database within \(stopping.bound)")
+                return false
+            case .failure(let failure)?:
+                guard let error = failure as? CountdownError, error.isTransient else { throw failure }
+                if Task.isCancelled {
+                    warnUnacknowledged(event, why: "the database cannot be reached", error: error)
+                    return false
+                }
                 let delayMs = retry.failed(error, toolLogger)
                 do {
                     let clock = SystemClock()
                     try await clock.sleep(untilBootMilliseconds: clock.bootMilliseconds + delayMs)
                 } catch {
+                    warnUnacknowledged(event, why: "the database cannot be reached", error: error)
                     return false
                 }
             }
         }
+    }
+
+    /// Says that the acknowledgement of `event` was not written before stopping.
+    private func warnUnacknowledged(_ event: CountdownEvent, why: String, error: (any Error)? = nil) {
+        var metadata: Logger.Metadata = ["key": "\(event.key ?? "")", "event_id": "\(event.id)"]
+        if let error { metadata["error"] = "\(error)" }
+        toolLogger.warning(
+            "could not acknowledge an expiry before stopping (\(why)); it will be delivered again", metadata: metadata)
     }
 
     /// `{"event":"expired","key":…,"group":…,"generation":…,"deadline_at":…,"fired_at":…,"late_ms":…,"payload":…}`.
@@ -181,11 +221,20 @@ struct ExpiryOutput {
     }
 
     /// Runs `command` through `/bin/sh -c` until it exits 0, waiting longer between failures;
-    /// returns false if the task is cancelled first.
-    static func runUntilSuccess(_ command: String, for event: CountdownEvent) async throws -> Bool {
+    /// returns false if the task is cancelled first, or if the command under way when a stop
+    /// arrives has not exited by the stop's deadline (it is left running, its expiry not
+    /// acknowledged, with a warning).
+    func runUntilSuccess(_ command: String, for event: CountdownEvent) async throws -> Bool {
         var delay = Duration.milliseconds(500)
         while !Task.isCancelled {
-            let status = try await execute(command, for: event)
+            let running = Task { try await Self.execute(command, for: event) }
+            guard let ran = await BoundedWait.result(of: running, by: stopping, passingCancellation: false) else {
+                toolLogger.warning(
+                    "the command for an expiry did not exit within the stop's bound; left running, the expiry not acknowledged",
+                    metadata: ["key": "\(event.key ?? "")", "bound": "\(stopping.bound)"])
+                return false
+            }
+            let status = try ran.get()
             if status == 0 { return true }
             toolLogger.warning(
                 "command failed; retrying",
