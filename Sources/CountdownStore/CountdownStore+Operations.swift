@@ -215,12 +215,17 @@ extension CountdownStore {
 
     /// Records the expiry of a countdown, with its expiry event.
     static func expire(_ item: inout ItemRecord, _ tx: any RepositoryWriting, _ time: Now) throws {
-        let (deadlineAt, late) = item.expire(at: time)
+        let event = expiry(&item, time)
         try tx.update(item)
-        try tx.append(
-            EventRecord(
-                .expired, item: item, at: time, deadlineAtMs: deadlineAt, firedAtMs: time.wall, lateMs: late,
-                payload: item.payload))
+        try tx.append(event)
+    }
+
+    /// Marks a countdown expired at `time` and returns its expiry event, writing nothing.
+    static func expiry(_ item: inout ItemRecord, _ time: Now) -> EventRecord {
+        let (deadlineAt, late) = item.expire(at: time)
+        return EventRecord(
+            .expired, item: item, at: time, deadlineAtMs: deadlineAt, firedAtMs: time.wall, lateMs: late,
+            payload: item.payload)
     }
 
     // MARK: - Changing one item

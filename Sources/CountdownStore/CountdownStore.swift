@@ -382,7 +382,10 @@ public final class CountdownStore: Sendable {
             left = soonest
             due.removeSubrange(limit...)
         }
-        for index in due.indices { try expire(&due[index], tx, now) }
+        var events: [EventRecord] = []
+        events.reserveCapacity(due.count)
+        for index in due.indices { events.append(expiry(&due[index], now)) }
+        try tx.recordExpiries(due, events: events)
         return (due, left)
     }
 

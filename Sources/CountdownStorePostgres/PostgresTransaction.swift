@@ -624,6 +624,32 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         try run(engine.statements.update, Self.itemValues(item))
     }
 
+    /// The expired rows in one statement per 1,000 (one round trip, not one per row), then the
+    /// events as every write appends them.
+    func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws {
+        for start in stride(from: 0, to: items.count, by: 1_000) {
+            let chunk = items[start..<min(start + 1_000, items.count)]
+            var values: [Value] = []
+            values.reserveCapacity(chunk.count * 5)
+            var rows: [String] = []
+            rows.reserveCapacity(chunk.count)
+            for item in chunk {
+                let first = values.count
+                values += [.int(item.id), .int(item.finalElapsedMs), .int(item.endedAtMs), .int(item.expiredAtMs), .int(item.updatedAtMs)]
+                rows.append("($\(first + 1)::bigint, $\(first + 2)::bigint, $\(first + 3)::bigint, $\(first + 4)::bigint, $\(first + 5)::bigint)")
+            }
+            try run(
+                """
+                UPDATE \(p)countdowns AS c SET state = 'expired', paused_at_ms = NULL, deadline_ms = NULL,
+                    final_elapsed_ms = v.final_elapsed_ms, ended_at_ms = v.ended_at_ms, expired_at_ms = v.expired_at_ms,
+                    updated_at_ms = v.updated_at_ms
+                FROM (VALUES \(rows.joined(separator: ", "))) AS v(id, final_elapsed_ms, ended_at_ms, expired_at_ms, updated_at_ms)
+                WHERE c.id = v.id
+                """, values)
+        }
+        for event in events { try append(event) }
+    }
+
     func delete(_ item: ItemRecord) throws {
         try run("DELETE FROM \(p)countdowns WHERE id = $1", [.int(item.id)])
         try run(

@@ -187,6 +187,9 @@ package protocol RepositoryWriting: RepositoryReading {
     func save(_ claim: ConsumerClaim) throws
     /// Deletes a consumer's claims whose last event id is at most `id`.
     func deleteClaims(_ consumer: String, through id: Int64) throws
+    /// Writes `items`, each just marked expired (``ItemRecord/expire(at:)``), then appends
+    /// `events`: one statement for all where the engine can (PostgreSQL does).
+    func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws
     /// Running countdowns of one policy due by `deadline`, in deadline order, at most `limit`,
     /// to record their expiries: locked until the transaction ends where writers run side by
     /// side, skipping rows another writer has locked (it is recording them).
@@ -207,6 +210,11 @@ package protocol RepositoryWriting: RepositoryReading {
 }
 
 extension RepositoryWriting {
+    package func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws {
+        for item in items { try update(item) }
+        for event in events { try append(event) }
+    }
+
     package func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord] {
         try running(policy: policy, dueBy: deadline, group: nil, limit: limit)
     }
