@@ -8,17 +8,27 @@ enum Target {
     case atMostRatio(Double)
     /// Ours must be at most this, in the row's unit.
     case atMost(Double)
+    /// A figure for the record, not judged.
+    case unjudged
 
     var text: String {
         switch self {
         case .atLeastRatio(let ratio): "≥ \(ratio)× raw"
         case .atMostRatio(let ratio): "≤ \(ratio)× raw"
         case .atMost(let value): "≤ \(Self.number(value))"
+        case .unjudged: "—"
         }
+    }
+
+    /// Whether the figure is judged at all.
+    var judged: Bool {
+        if case .unjudged = self { return false }
+        return true
     }
 
     static func number(_ value: Double) -> String {
         if value == 0 { return "0" }
+        if !value.isFinite { return value.isNaN ? "—" : "∞" }
         if value >= 1000 { return String(format: "%.0f", value) }
         if value >= 100 { return String(format: "%.1f", value) }
         if value >= 1 { return String(format: "%.2f", value) }
@@ -46,6 +56,7 @@ struct Figure {
         case .atLeastRatio(let wanted): (ratio ?? 0) >= wanted
         case .atMostRatio(let wanted): (ratio ?? .infinity) <= wanted
         case .atMost(let limit): ours <= limit
+        case .unjudged: true
         }
     }
 }
@@ -57,7 +68,7 @@ enum Report {
             [
                 figure.name, "\(figure.n)", Target.number(figure.ours), figure.raw.map(Target.number) ?? "—",
                 figure.unit, figure.ratio.map { String(format: "%.2f×", $0) } ?? "—", figure.target.text,
-                figure.meets ? "yes" : "NO",
+                figure.target.judged ? (figure.meets ? "yes" : "NO") : "—",
             ]
         }
         let widths = header.indices.map { column in
@@ -75,9 +86,9 @@ enum Report {
     static func json(_ figures: [Figure]) throws -> Data {
         let objects: [[String: Any]] = figures.map { figure in
             [
-                "name": figure.name, "n": figure.n, "ours": figure.ours, "raw": figure.raw ?? NSNull(),
+                "name": figure.name, "n": figure.n, "ours": figure.ours.isFinite ? figure.ours : NSNull(), "raw": figure.raw ?? NSNull(),
                 "unit": figure.unit, "ratio": figure.ratio ?? NSNull(), "target": figure.target.text,
-                "meets": figure.meets,
+                "meets": figure.target.judged ? figure.meets : NSNull(),
             ]
         }
         return try JSONSerialization.data(withJSONObject: objects, options: [.prettyPrinted, .sortedKeys])
