@@ -25,7 +25,7 @@ enum MassPlot {
     static let panelHeight = 250.0
     static let left = 86.0
     static let right = 176.0
-    static let top = 58.0
+    static let top = 84.0
     static let gap = 74.0
 
     static func svg(rates: [Point], firsts: [Point], batch: Int) -> String {

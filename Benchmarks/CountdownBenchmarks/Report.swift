@@ -8,6 +8,8 @@ enum Target {
     case atMostRatio(Double)
     /// Ours must be at most this, in the row's unit.
     case atMost(Double)
+    /// Ours must be at least this, in the row's unit.
+    case atLeast(Double)
     /// A figure for the record, not judged.
     case unjudged
 
@@ -16,6 +18,7 @@ enum Target {
         case .atLeastRatio(let ratio): "≥ \(ratio)× raw"
         case .atMostRatio(let ratio): "≤ \(ratio)× raw"
         case .atMost(let value): "≤ \(Self.number(value))"
+        case .atLeast(let value): "≥ \(Self.number(value))"
         case .unjudged: "—"
         }
     }
@@ -56,6 +59,7 @@ struct Figure {
         case .atLeastRatio(let wanted): (ratio ?? 0) >= wanted
         case .atMostRatio(let wanted): (ratio ?? .infinity) <= wanted
         case .atMost(let limit): ours <= limit
+        case .atLeast(let limit): ours >= limit
         case .unjudged: true
         }
     }
@@ -67,7 +71,7 @@ enum Report {
         let rows = figures.map { figure in
             [
                 figure.name, "\(figure.n)", Target.number(figure.ours), figure.raw.map(Target.number) ?? "—",
-                figure.unit, figure.ratio.map { String(format: "%.2f×", $0) } ?? "—", figure.target.text,
+                figure.unit, figure.ratio.flatMap { $0.isFinite ? String(format: "%.2f×", $0) : nil } ?? "—", figure.target.text,
                 figure.target.judged ? (figure.meets ? "yes" : "NO") : "—",
             ]
         }
@@ -87,7 +91,7 @@ enum Report {
         let objects: [[String: Any]] = figures.map { figure in
             [
                 "name": figure.name, "n": figure.n, "ours": figure.ours.isFinite ? figure.ours : NSNull(), "raw": figure.raw ?? NSNull(),
-                "unit": figure.unit, "ratio": figure.ratio ?? NSNull(), "target": figure.target.text,
+                "unit": figure.unit, "ratio": figure.ratio.flatMap { $0.isFinite ? $0 : nil } ?? NSNull(), "target": figure.target.text,
                 "meets": figure.target.judged ? figure.meets : NSNull(),
             ]
         }
