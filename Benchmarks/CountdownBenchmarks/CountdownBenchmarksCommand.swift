@@ -44,7 +44,7 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
     @Option(name: .customLong("mass-batch"), help: "Rows per transaction of the raw side of the mass cases.")
     var massBatch = 1_000
 
-    @Option(name: .customLong("mass-timeout"), help: "Seconds countdown run may take to deliver every expiry of a mass case (default: 120 plus 1 ms per countdown).")
+    @Option(name: .customLong("mass-timeout"), help: "Seconds countdown run may take to deliver every expiry of a mass case (default: 120 plus 1 ms per countdown, 4 ms on PostgreSQL).")
     var massTimeout: Int?
 
     @Option(help: .hidden)

@@ -14,12 +14,12 @@ struct MassSettings: Sendable {
     /// The `countdown` tool of the same build.
     var tool: String
     /// How long `countdown run` may take to deliver every expiry, after the instant (or its
-    /// start); nil: 120 s plus 1 ms per countdown.
+    /// start); nil: 120 s plus the place's allowance per countdown.
     var timeout: Duration?
     /// Where the children's stderr goes.
     var folder: URL
 
-    func timeout(for count: Int) -> Duration { timeout ?? .seconds(120) + .milliseconds(count) }
+    func timeout(for count: Int, at place: MassPlace) -> Duration { timeout ?? .seconds(120) + place.perCountdown * count }
 
     /// The `countdown` executable beside this one, or an error saying how to build it.
     static func tool() throws -> String {
@@ -39,6 +39,8 @@ struct MassPlace {
     var open: () async throws -> CountdownStore
     /// The lease's holder, if any: `countdown run` is ready once it holds the lease.
     var leaseHolder: () async throws -> String?
+    /// How long `countdown run` may take per countdown, beyond 120 s, unless `--mass-timeout` says.
+    var perCountdown: Duration = .milliseconds(1)
 }
 
 /// What a real `countdown run --consumer sale` delivered, and what the processes beside it saw.
@@ -331,7 +333,7 @@ enum Mass {
                         (origin - .now).seconds * 1e3))
                 }
             }
-            let limit = settings.timeout(for: count)
+            let limit = settings.timeout(for: count, at: place)
             // The peak as last read while it ran: read just before it is stopped, or before it
             // ended by itself.
             var peak: Int?
