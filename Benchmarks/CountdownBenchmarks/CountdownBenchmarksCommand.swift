@@ -38,6 +38,9 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
     @Option(help: "Where the mass-expiry cases write their plot, an SVG file (default: Benchmarks/mass-expiry.svg in the package).")
     var plot: String?
 
+    @Option(name: .customLong("plot-from"), help: "Write the mass-expiry plot from the figures of an earlier run (a file written by --json), and run nothing.")
+    var plotFrom: String?
+
     @Option(name: .customLong("mass-size"), help: "Countdowns due at one instant in the mass-expiry case, instead of its sizes (repeatable).")
     var massSizes: [Int] = []
 
@@ -66,6 +69,14 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
         if let helper {
             guard let db else { throw ValidationError("--helper needs --db") }
             try await CountdownBenchmarks.helper(role: helper, db: db, key: "\(Mass.keyPrefix)0", interval: .milliseconds(5), limit: .seconds(3600))
+            return
+        }
+        if let plotFrom {
+            let figures = try Report.figures(json: Data(contentsOf: URL(fileURLWithPath: plotFrom)))
+            guard let svg = MassPlot.svg(figures, batch: massBatch) else { throw ValidationError("\(plotFrom) has no mass-expiry figures") }
+            let path = plot ?? MassPlot.defaultPath
+            try Data(svg.utf8).write(to: URL(fileURLWithPath: path))
+            print("the mass-expiry plot: \(path)")
             return
         }
         if let probe {

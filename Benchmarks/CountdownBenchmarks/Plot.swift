@@ -115,7 +115,10 @@ enum MassPlot {
                 default: break
                 }
                 if one.marker == "circle" {
-                    out.append(text(x + 7, yy - 7, Target.number(point.1), size: 10, fill: one.color))
+                    // Near the right edge the value goes to the left of its point, clear of the legend.
+                    let leftward = x > left + plotWidth * 0.85
+                    out.append(
+                        text(leftward ? x - 7 : x + 7, yy - 7, Target.number(point.1), size: 10, anchor: leftward ? "end" : "start", fill: one.color))
                 }
             }
             let legendY = y + 14 + Double(index) * 20

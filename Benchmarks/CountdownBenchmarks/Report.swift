@@ -87,6 +87,19 @@ enum Report {
         return ([line(header), rule] + rows.map(line)).joined(separator: "\n")
     }
 
+    /// The figures of a file written by ``json(_:)``, for plotting again (their targets are not read back).
+    static func figures(json data: Data) throws -> [Figure] {
+        guard let objects = try JSONSerialization.jsonObject(with: data) as? [[String: Any]] else {
+            throw BenchmarkError("not a list of figures")
+        }
+        return objects.compactMap { object in
+            guard let name = object["name"] as? String, let n = object["n"] as? Int else { return nil }
+            return Figure(
+                name: name, n: n, ours: (object["ours"] as? Double) ?? .nan, raw: object["raw"] as? Double,
+                unit: (object["unit"] as? String) ?? "", target: .unjudged)
+        }
+    }
+
     static func json(_ figures: [Figure]) throws -> Data {
         let objects: [[String: Any]] = figures.map { figure in
             [
