@@ -73,11 +73,13 @@ let package = Package(
         // An SQLite VFS for the helper: simulated power loss, and a kill in the middle of a checkpoint.
         .target(name: "CSQLiteTestVFS", path: "Tests/Helpers/CountdownTestVFS"),
         // `swift run -c release CountdownBenchmarks`: our figures beside raw SQLite's and raw
-        // postgres-nio's for the same work.
+        // postgres-nio's for the same work. It depends on `countdown` so that the tool it runs
+        // (the mass-expiry cases start `countdown run`) is built beside it, from the same sources.
         .executableTarget(
             name: "CountdownBenchmarks",
             dependencies: [
                 "CountdownStore",
+                "countdown",
                 "CountdownStorePostgres",
                 "CSQLiteShim",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

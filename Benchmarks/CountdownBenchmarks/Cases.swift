@@ -17,15 +17,21 @@ struct Sizes {
     var tickKeys: Int
     var ticks: Int
     var rounds: Int
+    /// Countdowns due at one instant, one mass-expiry case each.
+    var mass: [Int]
+    /// Countdowns that came due while nothing ran.
+    var catchUp: Int
+    /// Ended countdowns pruned.
+    var prune: Int
 
     static let full = Sizes(
         bulk: 100_000, single: 5_000, stored: 1_000_000, lookups: 20_000, soonest: 1_000, expiring: 10_000,
         opens: 20, latenessActive: 100_000, latenessPerSecond: 1_000, latenessSeconds: 10, idleSeconds: 30,
-        tickKeys: 10_000, ticks: 20, rounds: 5)
+        tickKeys: 10_000, ticks: 20, rounds: 5, mass: [10_000, 100_000, 1_000_000], catchUp: 1_000_000, prune: 1_000_000)
     static let quick = Sizes(
         bulk: 5_000, single: 200, stored: 20_000, lookups: 2_000, soonest: 100, expiring: 1_000,
         opens: 3, latenessActive: 5_000, latenessPerSecond: 200, latenessSeconds: 2, idleSeconds: 2,
-        tickKeys: 1_000, ticks: 3, rounds: 1)
+        tickKeys: 1_000, ticks: 3, rounds: 1, mass: [2_000], catchUp: 2_000, prune: 2_000)
 }
 
 /// Every benchmark, each writing into its own files under `folder`.

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 
-/// `swift run -c release CountdownBenchmarks [--quick] [--json PATH] [--postgres-url URL]`
+/// `swift run -c release CountdownBenchmarks [--quick] [--json PATH] [--only NAME] [--postgres-url URL] [--plot PATH]`
 @main
 struct CountdownBenchmarksCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -11,7 +11,10 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
             Each line runs our code and the same work through the SQLite C API on the same schema and
             connection settings, then shows the ratio and whether the target is met. With a PostgreSQL
             server (--postgres-url or COUNTDOWN_POSTGRES_URL) the store on PostgreSQL is measured too,
-            beside the same statements sent through postgres-nio. Run it in a release build:
+            beside the same statements sent through postgres-nio. The mass cases (--only mass) run real
+            processes side by side: countdown run, the tool of the same build, expiring countdowns due at
+            one instant, with a writer and a reader beside it; they also write a plot (--plot). Run it in
+            a release build:
             swift run -c release CountdownBenchmarks
             """)
 
@@ -32,8 +35,29 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
         help: "A PostgreSQL server for the PostgreSQL cases, postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (default: COUNTDOWN_POSTGRES_URL); without one they are skipped. They work in schemas of their own, dropped afterwards.")
     var postgresURL: String?
 
+    @Option(help: "Where the mass-expiry cases write their plot, an SVG file (default: Benchmarks/mass-expiry.svg in the package).")
+    var plot: String?
+
+    @Option(name: .customLong("plot-from"), help: "Write the mass-expiry plot from the figures of an earlier run (a file written by --json), and run nothing.")
+    var plotFrom: String?
+
+    @Option(name: .customLong("mass-size"), help: "Countdowns due at one instant in the mass-expiry case, instead of its sizes (repeatable).")
+    var massSizes: [Int] = []
+
+    @Option(name: .customLong("mass-batch"), help: "Rows per transaction of the raw side of the mass cases.")
+    var massBatch = 1_000
+
+    @Option(name: .customLong("mass-timeout"), help: "Seconds countdown run may take to deliver every expiry of a mass case (default: 120 plus 1 ms per countdown, 4 ms on PostgreSQL).")
+    var massTimeout: Int?
+
     @Option(help: .hidden)
     var probe: String?
+
+    @Option(help: .hidden)
+    var helper: String?
+
+    @Option(help: .hidden)
+    var db: String?
 
     @Option(help: .hidden)
     var seconds: Int = 30
@@ -42,6 +66,19 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
     var raw = false
 
     func run() async throws {
+        if let helper {
+            guard let db else { throw ValidationError("--helper needs --db") }
+            try await CountdownBenchmarks.helper(role: helper, db: db, key: "\(Mass.keyPrefix)0", interval: .milliseconds(5), limit: .seconds(3600))
+            return
+        }
+        if let plotFrom {
+            let figures = try Report.figures(json: Data(contentsOf: URL(fileURLWithPath: plotFrom)))
+            guard let svg = MassPlot.svg(figures, batch: massBatch) else { throw ValidationError("\(plotFrom) has no mass-expiry figures") }
+            let path = plot ?? MassPlot.defaultPath
+            try Data(svg.utf8).write(to: URL(fileURLWithPath: path))
+            print("the mass-expiry plot: \(path)")
+            return
+        }
         if let probe {
             try await CountdownBenchmarks.probe(file: probe, seconds: seconds, raw: raw)
             return
@@ -56,7 +93,14 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
         defer { if ownFolder { try? FileManager.default.removeItem(at: folderURL) } }
 
         let log: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
-        let benchmarks = Benchmarks(sizes: quick ? .quick : .full, folder: folderURL, log: log)
+        var sizes: Sizes = quick ? .quick : .full
+        if !massSizes.isEmpty { sizes.mass = massSizes }
+        let benchmarks = Benchmarks(sizes: sizes, folder: folderURL, log: log)
+        let (massBatch, massTimeout) = (self.massBatch, self.massTimeout)
+        guard massBatch > 0 else { throw ValidationError("--mass-batch must be more than 0") }
+        let massSettings = {
+            MassSettings(batch: massBatch, tool: try MassSettings.tool(), timeout: massTimeout.map { .seconds($0) }, folder: folderURL)
+        }
         let only = self.only
         func wanted(_ name: String) -> Bool { only.isEmpty || only.contains { name.contains($0) } }
 
@@ -88,12 +132,21 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
             try await add("open") { [try await benchmarks.openToReady(large)] }
             try await add("idle") { try await benchmarks.idle(large) }
         }
+        // Real processes side by side: `countdown run`, a writer and a reader.
+        try await add("mass expiry") { try await benchmarks.massExpiry(try massSettings()) }
+        try await add("mass catch-up") { try await benchmarks.massCatchUp(try massSettings()) }
+        try await add("mass prune") { try await benchmarks.massPrune(try massSettings()) }
         let postgresSkipped = try await PostgresBenchmarks.measure(
             url: postgresURL ?? ProcessInfo.processInfo.environment["COUNTDOWN_POSTGRES_URL"], quick: quick, log: log,
-            wanted: wanted, add: add)
+            wanted: wanted, mass: massSettings, add: add)
 
         print(Report.table(figures))
         if let postgresSkipped { print(postgresSkipped) }
+        if let svg = MassPlot.svg(figures, batch: massBatch) {
+            let path = plot ?? MassPlot.defaultPath
+            try Data(svg.utf8).write(to: URL(fileURLWithPath: path))
+            print("the mass-expiry plot: \(path)")
+        }
         if let json {
             try Report.json(figures).write(to: URL(fileURLWithPath: json))
         }

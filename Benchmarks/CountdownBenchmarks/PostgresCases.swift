@@ -18,13 +18,15 @@ struct PostgresSizes {
     /// Countdowns started on one host and fired on another, with NOTIFY and polling alone.
     var crossHost: Int
     var crossHostPolling: Int
+    /// Countdowns due at one instant in the mass-expiry case.
+    var mass: Int
 
     static let full = PostgresSizes(
         single: 2_000, bulk: 20_000, concurrent: 4_000, tasks: 16, stored: 1_000_000, lookups: 2_000, soonest: 500,
-        expiring: 10_000, rounds: 5, crossHost: 200, crossHostPolling: 40)
+        expiring: 10_000, rounds: 5, crossHost: 200, crossHostPolling: 40, mass: 100_000)
     static let quick = PostgresSizes(
         single: 100, bulk: 500, concurrent: 320, tasks: 16, stored: 10_000, lookups: 200, soonest: 20, expiring: 200,
-        rounds: 1, crossHost: 10, crossHostPolling: 3)
+        rounds: 1, crossHost: 10, crossHostPolling: 3, mass: 1_000)
 }
 
 /// The PostgreSQL benchmarks: the store on a `PostgresClient` beside the same statements sent
@@ -40,11 +42,13 @@ struct PostgresBenchmarks {
     let tag: String
     let log: @Sendable (String) -> Void
     let logger: Logger
+    /// The server's URL, as given.
+    let url: String
 
     /// The names `--only` selects the cases by.
     static let caseNames = [
         "postgres single", "postgres bulk", "postgres concurrent", "postgres next", "postgres soonest", "postgres expiring",
-        "postgres cross-host",
+        "postgres cross-host", "postgres mass expiry",
     ]
 
     /// What to do to run the PostgreSQL cases, printed when no server was given.
@@ -71,7 +75,7 @@ struct PostgresBenchmarks {
     /// line to print when none is given (`url` nil or empty) though some are wanted.
     static func measure(
         url: String?, quick: Bool, log: @escaping @Sendable (String) -> Void, wanted: (String) -> Bool,
-        add: (String, () async throws -> [Figure]) async throws -> Void
+        mass: @escaping () throws -> MassSettings, add: (String, () async throws -> [Figure]) async throws -> Void
     ) async throws -> String? {
         guard caseNames.contains(where: wanted) else { return nil }
         guard let url, !url.isEmpty else { return howToRun }
@@ -83,11 +87,11 @@ struct PostgresBenchmarks {
         let benchmarks = PostgresBenchmarks(
             sizes: quick ? .quick : .full, ours: ours, raw: raw,
             tag: "countdown_bench_\(ProcessInfo.processInfo.processIdentifier)_", log: log,
-            logger: Logger(label: "CountdownBenchmarks"))
+            logger: Logger(label: "CountdownBenchmarks"), url: url)
         let version = try await benchmarks.serverVersion(url: url)
         log("· PostgreSQL \(version) at \(Self.redacted(url)), pools of \(configuration.options.maximumConnections) connections")
         do {
-            try await benchmarks.cases(wanted: wanted, add: add)
+            try await benchmarks.cases(wanted: wanted, mass: mass, add: add)
         } catch {
             try? await benchmarks.dropSchemas()
             // postgres-nio's errors describe themselves only when reflected.
@@ -98,7 +102,9 @@ struct PostgresBenchmarks {
     }
 
     /// Every case, in order; those on the large store share one built once.
-    private func cases(wanted: (String) -> Bool, add: (String, () async throws -> [Figure]) async throws -> Void) async throws {
+    private func cases(
+        wanted: (String) -> Bool, mass: @escaping () throws -> MassSettings, add: (String, () async throws -> [Figure]) async throws -> Void
+    ) async throws {
         try await add("postgres single") { [try await singleStart()] }
         try await add("postgres bulk") { [try await bulkStart()] }
         try await add("postgres concurrent") { [try await concurrentStart()] }
@@ -106,6 +112,7 @@ struct PostgresBenchmarks {
             try await crossHost(wakeUps: .notifications, count: sizes.crossHost, p50: 10, p99: 50)
                 + (try await crossHost(wakeUps: .pollOnly, count: sizes.crossHostPolling, p50: 1100, p99: 1100))
         }
+        try await add("postgres mass expiry") { try await massExpiry(try mass()) }
         guard ["postgres next", "postgres soonest", "postgres expiring"].contains(where: wanted) else { return }
         log("· building a PostgreSQL store of \(sizes.stored) items…")
         let large = try await largeStore()
@@ -498,5 +505,94 @@ struct PostgresBenchmarks {
         return Figure(
             name: "PostgreSQL: expiring due items (state and events)", n: count, ours: oursRate, raw: rawRate, unit: "rows/s",
             target: .atLeastRatio(0.5))
+    }
+
+    // MARK: - Mass expiry
+
+    /// `sizes.mass` countdowns due at one instant, as on SQLite: started through the store on
+    /// this process's client, expired by a real `countdown run --consumer sale` on the same
+    /// server, a writer and a reader beside it; raw: the same due rows expired by one UPDATE and
+    /// one INSERT each, in transactions of `settings.batch` rows, the same helpers beside.
+    func massExpiry(_ settings: MassSettings) async throws -> [Figure] {
+        let count = sizes.mass
+        let ours = try await Mass.expiry(place: massPlace(try await emptyStore("mass_ours")), count: count, settings: settings, log: log)
+        let rawRun = try await rawMassExpiry(count: count, settings: settings)
+        Mass.describe(ours, rawRun, log: log)
+        return Mass.figures("PostgreSQL: mass expiry", from: "the instant", ours: ours, raw: rawRun)
+    }
+
+    /// The store in `schema`, reached by the tool and the helpers through the server's URL with
+    /// `?schema=`; every expiry is a round trip to the server, so `countdown run` is allowed 4 ms
+    /// per countdown.
+    func massPlace(_ schema: String) -> MassPlace {
+        let client = raw
+        let table = prefix(schema) + "countdown_lease"
+        return MassPlace(
+            db: Self.url(url, schema: schema), open: { try await open(schema) },
+            leaseHolder: {
+                var holder: String?
+                for try await row in try await client.query(PostgresRaw.query("SELECT holder FROM \(table) WHERE id = 1")) {
+                    holder = try row.decode(String?.self)
+                }
+                return holder
+            }, perCountdown: .milliseconds(4))
+    }
+
+    /// `url` with `?schema=schema`.
+    static func url(_ url: String, schema: String) -> String {
+        guard var components = URLComponents(string: url) else { return url }
+        components.queryItems = (components.queryItems ?? []).filter { $0.name != "schema" } + [URLQueryItem(name: "schema", value: schema)]
+        return components.string ?? url
+    }
+
+    /// Raw: `count` running countdowns due 20 minutes ahead on the store's timeline (so the
+    /// helpers' store never sees them due, and the writer's countdowns come after them), inserted by one `INSERT … SELECT` with their start
+    /// events once the helpers are started, then expired `settings.batch` per transaction, the
+    /// helpers beside.
+    func rawMassExpiry(count: Int, settings: MassSettings) async throws -> TimedRun {
+        let schema = try await emptyStore("mass_raw")
+        let p = prefix(schema)
+        let timeline = try await Mass.rawTimeline(massPlace(schema))
+        let (client, logger, batch) = (raw, logger, settings.batch)
+        return try await Mass.timedBeside(place: massPlace(schema), count: count, settings: settings, tag: "pg-raw-\(count)") {
+            try await insertDue(schema, count: count, timeline: timeline)
+        } work: {
+            var first: ContinuousClock.Instant?
+            var expired = 0
+            while true {
+                let done = try await PostgresRaw.expireDue(
+                    client, prefix: p, timeline: timeline, nowMs: Date().millisecondsSince1970, limit: batch, logger: logger)
+                if first == nil { first = .now }
+                expired += done
+                if done < batch { break }
+            }
+            guard expired == count else { throw BenchmarkError("raw expired \(expired) of \(count)") }
+            return first
+        }
+    }
+
+    /// Inserts `count` running countdowns `sale-0` … into the store in `schema`, which has no
+    /// other, with their start events, all due at `timeline` on the wall timeline.
+    func insertDue(_ schema: String, count: Int, timeline: Int64) async throws {
+        let p = prefix(schema)
+        let now = Date().millisecondsSince1970
+        try await raw.query(
+            PostgresRaw.query(
+                """
+                INSERT INTO \(p)countdowns (key, group_name, kind, policy, state, duration_ms, generation,
+                    start_offset_ms, gap_at_start_ms, started_at_ms, paused_ms, paused_at_ms, deadline_ms,
+                    final_elapsed_ms, ended_at_ms, expired_at_ms, payload, payload_bytes, updated_at_ms)
+                SELECT $1 || i, 'sale', 'countdown', 'wall', 'running', $2, 1, 0, 0, $3, 0, NULL, $2,
+                    NULL, NULL, NULL, NULL, NULL, $3
+                FROM generate_series(0, $4 - 1) AS i ORDER BY i
+                """, [.text(Mass.keyPrefix), .int(timeline), .int(now), .int(Int64(count))]))
+        try await raw.query(
+            PostgresRaw.query(
+                """
+                INSERT INTO \(p)countdown_events (kind, key, group_name, generation, at_ms, detail)
+                SELECT 'started', key, group_name, 1, $1, '{"duration_ms":' || duration_ms || '}'
+                FROM \(p)countdowns ORDER BY id
+                """, [.int(now)]))
+        try await raw.query(PostgresRaw.query("VACUUM ANALYZE \(p)countdowns"))
     }
 }

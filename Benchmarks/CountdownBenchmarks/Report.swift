@@ -8,17 +8,30 @@ enum Target {
     case atMostRatio(Double)
     /// Ours must be at most this, in the row's unit.
     case atMost(Double)
+    /// Ours must be at least this, in the row's unit.
+    case atLeast(Double)
+    /// A figure for the record, not judged.
+    case unjudged
 
     var text: String {
         switch self {
         case .atLeastRatio(let ratio): "≥ \(ratio)× raw"
         case .atMostRatio(let ratio): "≤ \(ratio)× raw"
         case .atMost(let value): "≤ \(Self.number(value))"
+        case .atLeast(let value): "≥ \(Self.number(value))"
+        case .unjudged: "—"
         }
+    }
+
+    /// Whether the figure is judged at all.
+    var judged: Bool {
+        if case .unjudged = self { return false }
+        return true
     }
 
     static func number(_ value: Double) -> String {
         if value == 0 { return "0" }
+        if !value.isFinite { return value.isNaN ? "—" : "∞" }
         if value >= 1000 { return String(format: "%.0f", value) }
         if value >= 100 { return String(format: "%.1f", value) }
         if value >= 1 { return String(format: "%.2f", value) }
@@ -46,6 +59,8 @@ struct Figure {
         case .atLeastRatio(let wanted): (ratio ?? 0) >= wanted
         case .atMostRatio(let wanted): (ratio ?? .infinity) <= wanted
         case .atMost(let limit): ours <= limit
+        case .atLeast(let limit): ours >= limit
+        case .unjudged: true
         }
     }
 }
@@ -56,8 +71,8 @@ enum Report {
         let rows = figures.map { figure in
             [
                 figure.name, "\(figure.n)", Target.number(figure.ours), figure.raw.map(Target.number) ?? "—",
-                figure.unit, figure.ratio.map { String(format: "%.2f×", $0) } ?? "—", figure.target.text,
-                figure.meets ? "yes" : "NO",
+                figure.unit, figure.ratio.flatMap { $0.isFinite ? String(format: "%.2f×", $0) : nil } ?? "—", figure.target.text,
+                figure.target.judged ? (figure.meets ? "yes" : "NO") : "—",
             ]
         }
         let widths = header.indices.map { column in
@@ -72,12 +87,25 @@ enum Report {
         return ([line(header), rule] + rows.map(line)).joined(separator: "\n")
     }
 
+    /// The figures of a file written by ``json(_:)``, for plotting again (their targets are not read back).
+    static func figures(json data: Data) throws -> [Figure] {
+        guard let objects = try JSONSerialization.jsonObject(with: data) as? [[String: Any]] else {
+            throw BenchmarkError("not a list of figures")
+        }
+        return objects.compactMap { object in
+            guard let name = object["name"] as? String, let n = object["n"] as? Int else { return nil }
+            return Figure(
+                name: name, n: n, ours: (object["ours"] as? Double) ?? .nan, raw: object["raw"] as? Double,
+                unit: (object["unit"] as? String) ?? "", target: .unjudged)
+        }
+    }
+
     static func json(_ figures: [Figure]) throws -> Data {
         let objects: [[String: Any]] = figures.map { figure in
             [
-                "name": figure.name, "n": figure.n, "ours": figure.ours, "raw": figure.raw ?? NSNull(),
-                "unit": figure.unit, "ratio": figure.ratio ?? NSNull(), "target": figure.target.text,
-                "meets": figure.meets,
+                "name": figure.name, "n": figure.n, "ours": figure.ours.isFinite ? figure.ours : NSNull(), "raw": figure.raw ?? NSNull(),
+                "unit": figure.unit, "ratio": figure.ratio.flatMap { $0.isFinite ? $0 : nil } ?? NSNull(), "target": figure.target.text,
+                "meets": figure.target.judged ? figure.meets : NSNull(),
             ]
         }
         return try JSONSerialization.data(withJSONObject: objects, options: [.prettyPrinted, .sortedKeys])
