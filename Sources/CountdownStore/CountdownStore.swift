@@ -145,10 +145,12 @@ public final class CountdownStore: Sendable {
         }
     }
 
-    /// Records one batch of due expiries (at most ``Configuration/expiryBatchSize``), oldest
-    /// first, in one short transaction; returns how many it recorded.
-    func expireDueBatch() async throws(CountdownError) -> Int {
-        try await writing(notifies: false, expiryLimit: configuration.expiryBatchSize) { _, _, expired in expired.count }
+    /// Records one batch of due expiries (at most `limit`, never more than
+    /// ``Configuration/expiryBatchSize``), oldest first, in one short transaction; returns how
+    /// many it recorded.
+    func expireDueBatch(limit: Int? = nil) async throws(CountdownError) -> Int {
+        let limit = min(max(1, limit ?? configuration.expiryBatchSize), max(1, configuration.expiryBatchSize))
+        return try await writing(notifies: false, expiryLimit: limit) { _, _, expired in expired.count }
     }
 
     /// Keeps the checkpoint and lease as this transaction leaves them: called by the few

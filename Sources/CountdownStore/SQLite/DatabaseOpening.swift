@@ -30,6 +30,11 @@ enum DatabaseOpening {
             try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
             // After a checkpoint empties a WAL that grew in a burst, give the disk space back.
             try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
+            // A commit checkpoints by itself only once the WAL holds 1 GiB: a running ticker's
+            // checkpointer folds it in long before (in a thread of its own, between the batches
+            // of a backlog too), and closing does; a commit that checkpoints waits for a disk
+            // sync, which would hold up a writer of another process in the middle of a backlog.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 262144")
             if let connection = db.sqliteConnection {
                 let code = countdown_enable_defensive(connection)
                 if code != SQLITE_OK {

@@ -115,8 +115,8 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
             }
             if done { continuation.resume() } else { pipe.poke() }
         }
-        // SQLite's default, which also replaces this checkpointer's WAL hook with SQLite's own.
-        try? writer.unsafeReentrantWrite { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 1000") }
+        // The store's setting, which also replaces this checkpointer's WAL hook with SQLite's own.
+        try? writer.unsafeReentrantWrite { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 262144") }
     }
 
     private func run() {

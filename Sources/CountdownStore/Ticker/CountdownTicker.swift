@@ -183,6 +183,7 @@ public final class CountdownTicker: Service, Sendable {
         var holding: Bool?
 
         var retry = ConnectionRetry()
+        var batch = Self.firstBatch
 
         while true {
             try Task.checkCancellation()
@@ -226,12 +227,21 @@ public final class CountdownTicker: Service, Sendable {
                     // Record the oldest due expiries, one short transaction of at most
                     // `expiryBatchSize`: a backlog of any size is a stream of these, each
                     // committed (and delivered) before the next, other writes going between.
-                    let recorded = try await store.expireDueBatch()
+                    // The first batch after a quiet spell is small, so that the first expiries
+                    // reach consumers at once; each full one doubles the next, up to the size.
+                    let recorded = try await store.expireDueBatch(limit: batch)
                     retry.succeeded(logger)
-                    if recorded > 0 {
-                        if recorded >= store.configuration.expiryBatchSize { await Self.letOthersWrite() }
-                        continue  // the expiries bumped the version: look at the next deadline
+                    if recorded >= batch {
+                        // More are due: the next batch at once, without looking for the next
+                        // deadline, after a pause for other processes' writes and the upkeep.
+                        batch = min(batch * 2, store.configuration.expiryBatchSize)
+                        seenVersion = store.changes.version
+                        upkeep?.idle(untilNextDeadlineMs: nil)
+                        await Self.letOthersWrite()
+                        continue
                     }
+                    batch = Self.firstBatch
+                    if recorded > 0 { continue }  // the expiries bumped the version: look at the next deadline
                     // Nothing to record after all (another host is recording those rows, or
                     // recorded them): wait for its commit or the next poll, not in a loop.
                     dueBoot = nil
@@ -267,6 +277,9 @@ public final class CountdownTicker: Service, Sendable {
             try await store.changes.wait(after: seenVersion, orUntilBoot: wake, on: clock)
         }
     }
+
+    /// The size of the first batch of expiries after a quiet spell (at most the configured size).
+    static let firstBatch = 64
 
     /// Between two full batches of a backlog: a pause long enough for a writer of another
     /// process that waits for the write lock (polling every millisecond, see
