@@ -239,7 +239,7 @@ struct TickerTests {
         func automaticCheckpoint() async throws -> Int? {
             try await store.database.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
         }
-        #expect(try await automaticCheckpoint() == 16384, "a commit checkpoints by itself only past 64 MiB of WAL")
+        #expect(try await automaticCheckpoint() == 262_144, "a commit checkpoints by itself only past 1 GiB of WAL")
         let running = await RunningTicker(store)
         let checkpointer = try #require(running.ticker.walCheckpointer)
         #expect(try await automaticCheckpoint() == 0, "no commit of the ticker's connection checkpoints")
@@ -256,7 +256,7 @@ struct TickerTests {
         await checkpointer.waitForCheckpoints(1)
 
         try await running.stop()
-        #expect(try await automaticCheckpoint() == 16384, "stopping hands checkpoints back to SQLite")
+        #expect(try await automaticCheckpoint() == 262_144, "stopping hands checkpoints back to the store's setting")
     }
 }
 
