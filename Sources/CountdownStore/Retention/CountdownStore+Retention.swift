@@ -5,8 +5,9 @@ extension CountdownStore {
     /// `age` that every named consumer has passed, and the retired keys nothing refers to any more.
     ///
     /// The work goes in batches of ``Retention/batchSize`` rows (from
-    /// ``Configuration/retention``), each its own short transaction, oldest first, so that other
-    /// processes' reads and writes go between them however much there is to delete. A named
+    /// ``Configuration/retention``), each its own short transaction, oldest first, with a pause of
+    /// 2 ms after every fourth, so that other processes' reads and writes go between them however
+    /// much there is to delete. A named
     /// consumer unread for longer than ``Retention/staleConsumer`` does not hold events back.
     ///
     /// - Parameters:
@@ -42,6 +43,7 @@ extension CountdownStore {
         let batch = max(1, retention.batchSize)
         let staleMs = retention.staleConsumer.map { max(1, $0.milliseconds) }
         var total = PruneResult(items: 0, events: 0)
+        var spacing = BatchSpacing()
         let cutoffs = try await reading { _, now in
             (items: endedItemsMs.map { now.wall - $0 }, events: eventsMs.map { now.wall - $0 }, now: now.wall)
         }
@@ -53,7 +55,7 @@ extension CountdownStore {
                 total.items += deleted
                 if deleted > 0 { progress?(total) }
                 if deleted < batch { break }
-                await Task.yield()
+                await spacing.next()
             }
         }
         if let cutoff = cutoffs.events {
@@ -65,7 +67,7 @@ extension CountdownStore {
                 total.events += deleted
                 if deleted > 0 { progress?(total) }
                 if !more { break }
-                await Task.yield()
+                await spacing.next()
             }
             while true {
                 let deleted = try await writing(notifies: false) { tx, _ in
@@ -74,7 +76,7 @@ extension CountdownStore {
                 total.retiredKeys += deleted
                 if deleted > 0 { progress?(total) }
                 if deleted < batch { break }
-                await Task.yield()
+                await spacing.next()
             }
         }
         if total.items + total.events + total.retiredKeys > 0 {
@@ -116,6 +118,17 @@ extension CountdownStore {
                 horizon = min(horizon, consumer.cursor)
             }
             return horizon
+        }
+    }
+
+    /// Between batches of a deletion: a pause for other processes' writes after every fourth
+    /// (a batch of deletions is short: four of them hold the lock for a few milliseconds).
+    private struct BatchSpacing {
+        var batches = 0
+
+        mutating func next() async {
+            batches += 1
+            if batches % 4 == 0 { await CountdownTicker.letOthersWrite() } else { await Task.yield() }
         }
     }
 
