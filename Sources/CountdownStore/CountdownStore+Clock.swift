@@ -64,6 +64,7 @@ extension CountdownStore {
             let batch = try await expireDue(limit: configuration.expiryBatchSize)
             expired += batch
             if batch.isEmpty { return expired }
+            if batch.count >= configuration.expiryBatchSize { await leaveWritesToOthers() }
         }
     }
 

@@ -137,12 +137,22 @@ public final class CountdownStore: Sendable {
             }
             guard let outcome else {
                 // The checkpoint could not move past expiries still to record: record them first.
-                while try await expireDueBatch() > 0 {}
+                while try await expireDueBatch() >= max(1, configuration.expiryBatchSize) {
+                    await leaveWritesToOthers()
+                }
                 continue
             }
             if notifies || outcome.expired { changes.bump() }
             return try outcome.result.get()
         }
+    }
+
+    /// Between two batches of a backlog (or of a deletion): a pause in which this store writes
+    /// nothing, long enough for a writer of another process that waits for the write lock
+    /// (polling every millisecond, see ``DatabaseOpening``) to take it. Real time, not the
+    /// store's clock: it only spaces transactions out.
+    func leaveWritesToOthers() async {
+        await engine.leaveWritesToOthers(for: .milliseconds(2))
     }
 
     /// Records one batch of due expiries (at most `limit`, never more than

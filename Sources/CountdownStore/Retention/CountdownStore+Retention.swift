@@ -55,7 +55,7 @@ extension CountdownStore {
                 total.items += deleted
                 if deleted > 0 { progress?(total) }
                 if deleted < batch { break }
-                await spacing.next()
+                await spacing.next(self)
             }
         }
         if let cutoff = cutoffs.events {
@@ -67,7 +67,7 @@ extension CountdownStore {
                 total.events += deleted
                 if deleted > 0 { progress?(total) }
                 if !more { break }
-                await spacing.next()
+                await spacing.next(self)
             }
             while true {
                 let deleted = try await writing(notifies: false) { tx, _ in
@@ -76,7 +76,7 @@ extension CountdownStore {
                 total.retiredKeys += deleted
                 if deleted > 0 { progress?(total) }
                 if deleted < batch { break }
-                await spacing.next()
+                await spacing.next(self)
             }
         }
         if total.items + total.events + total.retiredKeys > 0 {
@@ -126,9 +126,9 @@ extension CountdownStore {
     private struct BatchSpacing {
         var batches = 0
 
-        mutating func next() async {
+        mutating func next(_ store: CountdownStore) async {
             batches += 1
-            if batches % 4 == 0 { await CountdownTicker.letOthersWrite() } else { await Task.yield() }
+            if batches % 4 == 0 { await store.leaveWritesToOthers() } else { await Task.yield() }
         }
     }
 

@@ -75,6 +75,14 @@ struct SQLiteRepository: StorageEngine {
         return try WALCheckpointer.start(for: self, path: path)
     }
 
+    /// Holds this connection's queue, with no transaction open, for `pause`: a write of this
+    /// process (a consumer's acknowledgement beside the ticker) would otherwise take SQLite's
+    /// write lock in the pause meant for other processes.
+    func leaveWritesToOthers(for pause: Duration) async {
+        let microseconds = useconds_t(max(0, pause.milliseconds) * 1000)
+        _ = try? await writer.writeWithoutTransaction { _ in usleep(microseconds) }
+    }
+
     func appliedMigrations() async throws -> [String] {
         try await writer.read { db in try Migrator.applied(db) }
     }

@@ -285,9 +285,15 @@ package protocol StorageEngine: CountdownRepository {
     /// `local` as the time model must see it outside a transaction: the engine's estimate of its
     /// database's clock now (see ``RepositoryReading/clockReading(_:)``).
     func clockReading(_ local: ClockReading) -> ClockReading
+    /// Leaves the database to other processes' writers for `pause` (real time): this store's own
+    /// writes wait meanwhile. Between the batches of a backlog.
+    func leaveWritesToOthers(for pause: Duration) async
 }
 
 extension StorageEngine {
+    package func leaveWritesToOthers(for pause: Duration) async {
+        try? await Task.sleep(for: pause)
+    }
     package var pushesForeignChanges: Bool { false }
     package func watchForeignChanges(clock: any StoreClock, _ changed: @escaping @Sendable () -> Void) async {}
     package func details(clock: any StoreClock) async throws -> [EngineDetail] { [] }

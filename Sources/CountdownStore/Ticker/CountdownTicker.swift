@@ -237,7 +237,7 @@ public final class CountdownTicker: Service, Sendable {
                         batch = min(batch * 2, store.configuration.expiryBatchSize)
                         seenVersion = store.changes.version
                         upkeep?.idle(untilNextDeadlineMs: nil)
-                        await Self.letOthersWrite()
+                        await store.leaveWritesToOthers()
                         continue
                     }
                     batch = Self.firstBatch
@@ -280,15 +280,6 @@ public final class CountdownTicker: Service, Sendable {
 
     /// The size of the first batch of expiries after a quiet spell (at most the configured size).
     static let firstBatch = 64
-
-    /// Between two full batches of a backlog: a pause long enough for a writer of another
-    /// process that waits for the write lock (polling every millisecond, see
-    /// ``SQLiteRepository``) to take it. Real time, not the store's clock: it only spaces
-    /// transactions out.
-    static func letOthersWrite() async {
-        await Task.yield()
-        try? await Task.sleep(for: .milliseconds(2))
-    }
 
     // MARK: - Retention
 
