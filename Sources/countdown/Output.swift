@@ -16,18 +16,46 @@ indirect enum JSON {
     static func duration(_ value: Duration?) -> JSON { value.map { .int(milliseconds($0)) } ?? .null }
 
     var text: String {
+        var out = ""
+        write(to: &out)
+        return out
+    }
+
+    /// Appends this value's text to `out`: one string for the whole value, however deep.
+    func write(to out: inout String) {
         switch self {
-        case .null: "null"
-        case .bool(let value): value ? "true" : "false"
-        case .int(let value): String(value)
-        case .string(let value): Self.quote(value)
-        case .array(let values): "[" + values.map(\.text).joined(separator: ",") + "]"
-        case .object(let fields): "{" + fields.map { Self.quote($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
+        case .null: out += "null"
+        case .bool(let value): out += value ? "true" : "false"
+        case .int(let value): out += String(value)
+        case .string(let value): Self.quote(value, to: &out)
+        case .array(let values):
+            out += "["
+            for (index, value) in values.enumerated() {
+                if index > 0 { out += "," }
+                value.write(to: &out)
+            }
+            out += "]"
+        case .object(let fields):
+            out += "{"
+            for (index, (name, value)) in fields.enumerated() {
+                if index > 0 { out += "," }
+                Self.quote(name, to: &out)
+                out += ":"
+                value.write(to: &out)
+            }
+            out += "}"
         }
     }
 
-    private static func quote(_ value: String) -> String {
-        var out = "\""
+    /// Appends `value` as a JSON string; text with nothing to escape (the usual key or
+    /// instant) is appended whole.
+    private static func quote(_ value: String, to out: inout String) {
+        out += "\""
+        guard value.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F }) else {
+            out += value
+            out += "\""
+            return
+        }
         for scalar in value.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""
@@ -36,11 +64,12 @@ indirect enum JSON {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                out += String(format: "\\u%04x", scalar.value)
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(scalar)
             }
         }
-        return out + "\""
+        out += "\""
     }
 }
 

@@ -43,9 +43,32 @@ public struct StoreTime: Sendable, Hashable, Codable {
         let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
         let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        return String(
-            format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", year, month, day,
-            secondOfDay / 3600, secondOfDay / 60 % 60, secondOfDay % 60, fraction)
+        guard (0...9999).contains(year) else {
+            return String(
+                format: "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", year, month, day,
+                secondOfDay / 3600, secondOfDay / 60 % 60, secondOfDay % 60, fraction)
+        }
+        // The usual years without `String(format:)`, which costs more than the rest of an
+        // expiry's line in `countdown run`'s output.
+        let fields: [(value: Int64, digits: Int64, then: UInt8)] = [
+            (year, 1000, UInt8(ascii: "-")), (month, 10, UInt8(ascii: "-")), (day, 10, UInt8(ascii: "T")),
+            (secondOfDay / 3600, 10, UInt8(ascii: ":")), (secondOfDay / 60 % 60, 10, UInt8(ascii: ":")),
+            (secondOfDay % 60, 10, UInt8(ascii: ".")), (fraction, 100, UInt8(ascii: "Z")),
+        ]
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            var index = 0
+            for field in fields {
+                var divisor = field.digits
+                while divisor > 0 {
+                    buffer[index] = UInt8(48 + field.value / divisor % 10)
+                    divisor /= 10
+                    index += 1
+                }
+                buffer[index] = field.then
+                index += 1
+            }
+            return index
+        }
     }
 
     /// A `Date` as ISO-8601 UTC text with milliseconds; see ``iso8601(milliseconds:)``.

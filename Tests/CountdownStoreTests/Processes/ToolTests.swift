@@ -76,6 +76,23 @@ struct ToolTests {
         #expect(bad.status != 0 && bad.stderr.contains("'colour'") && !bad.stderr.contains("secret"), "\(bad.stderr)")
     }
 
+    @Test("--json escapes quotes, backslashes and control characters, and keeps every other character as it is")
+    func jsonEscapes() throws {
+        let key = "say \"hi\" \\ ordre-été-🍵 注文"
+        let payload = "{\"note\":\"line\\nbreak\\u0001 \\\"quoted\\\"\"}"
+        let started = try countdown(["start", key, "15m", "--payload", payload, "--json"])
+        #expect(started.status == 0, "\(started.stderr)")
+        let object = try #require(started.json, "\(started.stdout)")
+        #expect(object["key"] as? String == key)
+        let shownPayload = try #require(object["payload"] as? String)
+        let decoded = try #require(try JSONSerialization.jsonObject(with: Data(shownPayload.utf8)) as? [String: String])
+        #expect(decoded["note"] == "line\nbreak\u{01} \"quoted\"")
+        #expect(!started.stdout.contains("\u{01}") && !started.stdout.dropLast().contains("\n"), "control characters are escaped")
+        // The instants are ISO-8601 UTC with milliseconds, as the views write them.
+        let instant = try #require(object["started_at"] as? String)
+        #expect(instant.count == 24 && instant.hasSuffix("Z") && parseInstant(instant) != nil, "\(instant)")
+    }
+
     @Test("show --json prints exactly the contract's fields, with ISO-8601 instants")
     func showJSONFields() throws {
         let started = try countdown(["start", "order-1042", "15m", "--group", "payments", "--payload", "{\"order\":1042}", "--json"])
