@@ -152,17 +152,23 @@ extension CountdownStore {
 
     /// The records that `filter` lets through, leaving out expiries superseded by a newer generation.
     static func deliverable(_ records: [EventRecord], filter: EventFilter, _ tx: any RepositoryReading) throws -> [CountdownEvent] {
-        var generations: [String: Int64?] = [:]
-        return try records.filter { record in
-            guard filter.matches(record) else { return false }
+        let matching = records.filter(filter.matches)
+        // The current generation of every key with an expiry here, read together: one query
+        // for a batch, not one per event.
+        var keys: Set<String> = []
+        for record in matching where record.kind == EventKind.expired.rawValue && record.generation != nil {
+            if let key = record.key { keys.insert(key) }
+        }
+        var generations: [String: Int64] = [:]
+        for item in try tx.items(keys: Array(keys)) { generations[item.key] = item.generation }
+        for key in keys where generations[key] == nil {
+            generations[key] = try tx.retiredGeneration(key: key)
+        }
+        return matching.filter { record in
             guard record.kind == EventKind.expired.rawValue, let key = record.key, let generation = record.generation
             else { return true }
-            if generations[key] == nil {
-                generations[key] = .some(try tx.item(key: key)?.generation ?? tx.retiredGeneration(key: key))
-            }
             // Superseded when the key has moved on to a newer generation (a removal is not one).
-            let current = generations[key] ?? nil
-            return current.map { $0 <= generation } ?? true
+            return generations[key].map { $0 <= generation } ?? true
         }.map(CountdownEvent.init)
     }
 }

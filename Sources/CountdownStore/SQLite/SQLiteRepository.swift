@@ -564,6 +564,14 @@ struct SQLiteTransaction: RepositoryWriting {
         try db.run(ItemRecord.updateSQL, bind: item.bind)
     }
 
+    func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws {
+        // Each statement looked up once for the batch: the lookup hashes its whole text.
+        let update = try db.cachedStatement(sql: ItemRecord.updateSQL)
+        for item in items { try db.run(update, bind: item.bind) }
+        let insert = try db.cachedStatement(sql: EventRecord.insertSQL)
+        for event in events { try db.run(insert, bind: event.bind) }
+    }
+
     func delete(_ item: ItemRecord) throws {
         memo.anyRetiredKeys = true
         try db.run("DELETE FROM countdowns WHERE id = ?") { $0.add(item.id) }

@@ -13,7 +13,15 @@ extension Database {
     func run(
         _ sql: String, bind: (inout Bindings) -> Void = { _ in }, row: (Columns) throws -> Void = { _ in }
     ) throws {
-        let statement = try cachedStatement(sql: sql).sqliteStatement
+        try run(cachedStatement(sql: sql), bind: bind, row: row)
+    }
+
+    /// Runs `prepared` (a statement of this connection, looked up once for a loop of runs) with
+    /// the values `bind` adds, calling `row` for each result row.
+    func run(
+        _ prepared: Statement, bind: (inout Bindings) -> Void = { _ in }, row: (Columns) throws -> Void = { _ in }
+    ) throws {
+        let statement = prepared.sqliteStatement
         sqlite3_reset(statement)
         sqlite3_clear_bindings(statement)
         defer { sqlite3_reset(statement) }
@@ -27,7 +35,7 @@ extension Database {
                 return
             case let code:
                 let message = sqliteConnection.map { String(cString: sqlite3_errmsg($0)) }
-                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: prepared.sql)
             }
         }
     }
