@@ -97,11 +97,17 @@ public final class CountdownStore: Sendable {
     ///     engine (a heartbeat, suspending, calibrating, giving up the lease): it takes the clock
     ///     row's lock first. Where writers run side by side, other writes leave the row alone
     ///     unless they find the clock edited.
+    ///   - leavingExpiriesToHolder: whether the write records no expiry while a live lease is
+    ///     held (by this instance or another): a named consumer's claims and acknowledgements,
+    ///     which deliver what the holder's ticker records rather than doing its work.
     func writing<T: Sendable>(
-        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
+        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = false,
         _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
     ) async throws(CountdownError) -> T {
-        try await writing(notifies: notifies, movesCheckpoint: movesCheckpoint, expiryLimit: expiryLimit) { tx, now, _ in
+        try await writing(
+            notifies: notifies, movesCheckpoint: movesCheckpoint, expiryLimit: expiryLimit,
+            leavingExpiriesToHolder: leavingExpiriesToHolder
+        ) { tx, now, _ in
             try body(tx, now)
         }
     }
@@ -113,9 +119,11 @@ public final class CountdownStore: Sendable {
     /// writes (the ticker's batches). A body that must change the checkpoint itself throws
     /// ``CheckpointBehindBacklog`` when this write could not move it to now: the write is rolled
     /// back, the backlog recorded in batches of short transactions, and the write tried again.
+    /// A body that never refuses (`bodyMayRefuse: false`) runs without the savepoint that keeps
+    /// the expiries of a refused write.
     func writing<T: Sendable>(
-        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
-        _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
+        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = false,
+        bodyMayRefuse: Bool = true, _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
     ) async throws(CountdownError) -> T {
         let limit = max(1, expiryLimit ?? configuration.writeExpiryBatch)
         while true {
@@ -123,8 +131,9 @@ public final class CountdownStore: Sendable {
             outcome = try await translatingErrors(path: path) {
                 do {
                     return try await using.run { try await engine.write { tx in
-                        let (now, expired) = try self.advanceClocks(tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit)
-                        guard !expired.isEmpty else { return (.success(try body(tx, now, expired)), false) }
+                        let (now, expired) = try self.advanceClocks(
+                            tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit, leavingToHolder: leavingExpiriesToHolder)
+                        guard !expired.isEmpty, bodyMayRefuse else { return (.success(try body(tx, now, expired)), !expired.isEmpty) }
                         do {
                             return (.success(try tx.savepoint { try body(tx, now, expired) }), true)
                         } catch let refusal as CountdownError {
@@ -160,7 +169,7 @@ public final class CountdownStore: Sendable {
     /// many it recorded.
     func expireDueBatch(limit: Int? = nil) async throws(CountdownError) -> Int {
         let limit = min(max(1, limit ?? configuration.expiryBatchSize), max(1, configuration.expiryBatchSize))
-        return try await writing(notifies: false, expiryLimit: limit) { _, _, expired in expired.count }
+        return try await writing(notifies: false, expiryLimit: limit, bodyMayRefuse: false) { _, _, expired in expired.count }
     }
 
     /// Keeps the checkpoint and lease as this transaction leaves them: called by the few
@@ -286,7 +295,7 @@ public final class CountdownStore: Sendable {
     /// every other write leaves the row alone, so writers never queue on it. The clocks need no
     /// move to stay exact: every reader extrapolates them from the last checkpoint.
     private func advanceClocks(
-        _ tx: any RepositoryWriting, movingCheckpoint forced: Bool, expiryLimit: Int
+        _ tx: any RepositoryWriting, movingCheckpoint forced: Bool, expiryLimit: Int, leavingToHolder: Bool = false
     ) throws -> (Now, [ItemRecord]) {
         let sideBySide = engine.writersRunSideBySide
         if forced && sideBySide { try tx.lockClocks() }
@@ -304,7 +313,16 @@ public final class CountdownStore: Sendable {
         }
         let time = raiseFloor(extrapolation.time)
         var now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
-        let (expired, backlog) = soonest.anyDue(at: time) ? try Self.expireDue(tx, now, limit: expiryLimit) : ([], nil)
+        let expired: [ItemRecord]
+        let backlog: SoonestDeadlines?
+        if !soonest.anyDue(at: time) {
+            (expired, backlog) = ([], nil)
+        } else if leavingToHolder, lease.holder != nil, lease.expiresAtMs > extrapolation.unflooredWall {
+            // The holder's ticker records them: all that are due stay the backlog.
+            (expired, backlog) = ([], soonest.due(at: time))
+        } else {
+            (expired, backlog) = try Self.expireDue(tx, now, on: soonest.due(at: time), limit: expiryLimit)
+        }
         guard moves else {
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
             return (now, expired)
@@ -370,14 +388,16 @@ public final class CountdownStore: Sendable {
         return forced || !engine.writersRunSideBySide || clockEdited(extrapolation, checkpoint)
     }
 
-    /// Records the expiry of at most `limit` running countdowns due at `now`, oldest first (the
-    /// most overdue on its own timeline came due earliest), each with its expiry event; returns
+    /// Records the expiry of at most `limit` running countdowns due at `now` on the timelines
+    /// whose soonest deadline (in `timelines`) has been reached, oldest first (the most overdue
+    /// on its own timeline came due earliest), each with its expiry event; returns
     /// them, and the soonest deadline on each timeline of those left due (`nil`: none left).
     private static func expireDue(
-        _ tx: any RepositoryWriting, _ now: Now, limit: Int
+        _ tx: any RepositoryWriting, _ now: Now, on timelines: SoonestDeadlines, limit: Int
     ) throws -> ([ItemRecord], SoonestDeadlines?) {
         var due: [ItemRecord] = []
-        for policy in CountdownPolicy.allCases {
+        // Only the timelines whose soonest deadline has been reached.
+        for policy in CountdownPolicy.allCases where timelines[policy] != nil {
             due += try tx.dueForExpiry(policy: policy, dueBy: now.timeline(policy), limit: limit + 1)
         }
         due.sort { ($0.sortRemainingMs(at: now), $0.key) < ($1.sortRemainingMs(at: now), $1.key) }

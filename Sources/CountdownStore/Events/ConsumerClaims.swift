@@ -17,18 +17,21 @@ extension CountdownStore {
     /// `nil` when there is nothing to claim (the reader waits); an empty array when the claimed
     /// range held nothing `filter` lets through (the reader asks again at once).
     func claimEvents(
-        consumer name: String, claimant: String, filter: EventFilter
+        consumer name: String, claimant: String, filter: EventFilter, probing: Bool = true
     ) async throws(CountdownError) -> [CountdownEvent]? {
-        // A read first, so that an idle reader polls without writing.
-        let claimable = try await reading(events: true) { tx, now in
-            let claims = try tx.consumerClaims(name)
-            if claims.contains(where: { !$0.complete && $0.claimedUntilMs <= now.wall }) { return true }
-            return try tx.lastEventID() > Self.claimedThrough(claims, cursor: try tx.consumerCursor(name) ?? 0)
+        // A read first, so that an idle reader polls without writing; a reader told of a
+        // change (events written, as likely as not) claims at once.
+        if probing {
+            let claimable = try await reading(events: true) { tx, now in
+                let claims = try tx.consumerClaims(name)
+                if claims.contains(where: { !$0.complete && $0.claimedUntilMs <= now.wall }) { return true }
+                return try tx.lastEventID() > Self.claimedThrough(claims, cursor: try tx.consumerCursor(name) ?? 0)
+            }
+            guard claimable else { return nil }
         }
-        guard claimable else { return nil }
         noteClaims(of: name)
         let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
-        return try await writing(notifies: false) { tx, now in
+        return try await writing(notifies: false, leavingExpiriesToHolder: true) { tx, now in
             // The consumer's row, locked: readers of one consumer claim one after another.
             guard let cursor = try tx.consumerCursor(name) else { return nil }
             var claims = try tx.consumerClaims(name)
@@ -89,7 +92,7 @@ extension CountdownStore {
     /// counts as `through`.
     func acknowledge(consumer name: String, eventID id: Int64, through: Bool) async throws(CountdownError) {
         let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
-        try await writing(notifies: false) { tx, now in
+        try await writing(notifies: false, leavingExpiriesToHolder: true) { tx, now in
             let cursor = try tx.consumerCursor(name) ?? 0
             var claims = try tx.consumerClaims(name)
             let owner = claims.firstIndex { $0.firstID <= id && id <= $0.lastID }
@@ -116,7 +119,7 @@ extension CountdownStore {
         let names = consumer.map { [$0] } ?? claimedConsumers()
         guard !names.isEmpty else { return }
         let prefix = instanceID + ":"
-        try await writing(notifies: false) { tx, now in
+        try await writing(notifies: false, leavingExpiriesToHolder: true) { tx, now in
             for name in names {
                 guard try tx.consumerCursor(name) != nil else { continue }
                 for var claim in try tx.consumerClaims(name)

@@ -96,6 +96,10 @@ public struct CountdownEvents: AsyncSequence, Sendable {
         /// The boot-clock instant after which the claimed events left in the buffer are checked
         /// to be still this reader's before one is handed out.
         var claimCheckBoot: Int64?
+        /// Whether the next claim of a named consumer's reader reads first whether there is
+        /// anything to claim (so that an idle reader polls without writing): not after a claim
+        /// that found events, nor after a change this store was told of.
+        var probeFirst = true
 
         /// Whether events already read wait to be handed out: the next ``next()`` returns one
         /// without reading the database (a reader may batch its own work, such as
@@ -182,7 +186,8 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                 var wait: Bool
                 do {
                     if let consumer {
-                        let claimed = try await store.claimEvents(consumer: consumer.consumer, claimant: consumer.name, filter: filter)
+                        let claimed = try await store.claimEvents(
+                            consumer: consumer.consumer, claimant: consumer.name, filter: filter, probing: probeFirst)
                         buffer = claimed ?? []
                         wait = claimed == nil
                         claimCheckBoot = clock.bootMilliseconds + Swift.max(1, store.configuration.claimTimeout.milliseconds) / 2
@@ -198,6 +203,8 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                     continue
                 }
                 bufferIndex = 0
+                // The next claim looks before it writes only after a wait that nothing ended.
+                probeFirst = false
                 if wait {
                     do {
                         try await store.changes.wait(
@@ -205,6 +212,7 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                     } catch {
                         break
                     }
+                    probeFirst = store.changes.version == version
                 }
             }
             if let consumer {

@@ -30,6 +30,16 @@ package struct SoonestDeadlines: Sendable, Hashable {
         CountdownPolicy.allCases.contains { policy in self[policy].map { $0 <= time.timeline(policy) } ?? false }
     }
 
+    /// The deadlines that have been reached at `time`; nil for a timeline whose soonest has not.
+    package func due(at time: some ClockInstant) -> SoonestDeadlines {
+        var due = self
+        for policy in CountdownPolicy.allCases {
+            guard let deadline = self[policy], deadline > time.timeline(policy) else { continue }
+            if policy == .wall { due.wall = nil } else { due.active = nil }
+        }
+        return due
+    }
+
     /// A value with every field given.
     package init(wall: Int64? = nil, active: Int64? = nil) {
         self.wall = wall

@@ -279,7 +279,7 @@ public final class CountdownTicker: Service, Sendable {
     }
 
     /// The size of the first batch of expiries after a quiet spell (at most the configured size).
-    static let firstBatch = 64
+    static let firstBatch = 16
 
     // MARK: - Retention
 

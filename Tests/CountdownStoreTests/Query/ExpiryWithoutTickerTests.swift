@@ -109,6 +109,36 @@ struct ExpiryWithoutTickerTests {
         try await expectExpiredEverywhere(reader, "pay", at: pay.startedAt.addingTimeInterval(2))
     }
 
+    @Test("A named consumer's claims leave due expiries to a live lease holder, and record them when nobody holds the lease", arguments: TestEngine.all)
+    func claimsLeaveExpiriesToHolder(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let holder = try await fixture.open()
+        let reader = try await fixture.open()
+        _ = try await reader.consumer("mailer")
+        let pay = try await holder.start("pay", duration: .milliseconds(500))
+        try await holder.heartbeat()  // a live lease, as a running ticker holds it
+        fixture.clock.advance(by: .seconds(1))
+        // The claim delivers what the holder records: it records nothing itself.
+        let before = try await reader.claimEvents(consumer: "mailer", claimant: "r:1", filter: .expiries, probing: false)
+        #expect(before?.isEmpty ?? true)
+        #expect(try await events(reader, kind: "expired").isEmpty)
+        try await expectExpiredEverywhere(reader, "pay", at: pay.startedAt.addingTimeInterval(0.5))
+        try await holder.heartbeat()
+        let recorded = try #require(try await reader.claimEvents(consumer: "mailer", claimant: "r:1", filter: .expiries))
+        #expect(recorded.map(\.key) == ["pay"] && recorded.first?.deadlineAt == pay.startedAt.addingTimeInterval(0.5))
+
+        // Once the lease has run out, nobody records them but the writes: the claim does.
+        let ship = try await holder.start("ship", duration: .milliseconds(500))
+        fixture.clock.advance(by: .seconds(5))
+        var claimed = try await reader.claimEvents(consumer: "mailer", claimant: "r:1", filter: .expiries, probing: false) ?? []
+        #expect(try await events(reader, kind: "expired").map(\.key) == ["pay", "ship"])
+        if claimed.isEmpty {
+            // PostgreSQL inserts a write's events at its end, after the claim read them: the next claim has it.
+            claimed = try await reader.claimEvents(consumer: "mailer", claimant: "r:1", filter: .expiries) ?? []
+        }
+        #expect(claimed.map(\.key) == ["ship"] && claimed.first?.deadlineAt == ship.startedAt.addingTimeInterval(0.5))
+    }
+
     @Test("Across a restart: a wall countdown that ran out while the process was down is expired at the instant it reached zero", arguments: TestEngine.all)
     func acrossARestart(engine: TestEngine) async throws {
         let fixture = try Fixture(engine: engine)
