@@ -32,8 +32,7 @@ struct HelperSummary: Codable {
 
 /// The helper process (`--helper write|read --db PATH`): another process using the store beside a
 /// case. It opens the store and does its operation three times to warm up (it is started before
-/// anything is due: while no ticker runs, a write records the expiries that are due, work of the
-/// case's), prints
+/// anything is due: every write records the expiries that are due, work of the case's), prints
 /// `ready`, waits for a line on its stdin, then every `interval` either starts a countdown of an
 /// hour under a new key (`write`) or reads the countdown `key` (`read`), timing each call on the
 /// continuous clock, until its stdin closes (or `limit` passes), and prints a ``HelperSummary``

@@ -232,7 +232,7 @@ enum Mass {
     }
 
     /// Throws unless the countdowns are still to come due: the last writes of the setting up
-    /// (with no ticker running, a write records the expiries that are due) must come before them.
+    /// (every write records the expiries that are due) must come before them.
     static func ahead(of earliest: ContinuousClock.Instant) throws {
         guard ContinuousClock.now < earliest else {
             throw BenchmarkError("starting the countdowns took longer than planned: they came due before the setting up ended")
@@ -523,7 +523,7 @@ extension Benchmarks {
             try await store.start(
                 (start..<min(count, start + Mass.perCall)).map { .countdown("\(Mass.keyPrefix)\($0)", duration: .milliseconds(1), group: "sale") })
         }
-        // With no ticker running, a write records due expiries: each call expired the one before; the
+        // Every write records the expiries that are due: each call expired the one before; the
         // last call's are expired here.
         try await Task.sleep(for: .milliseconds(5))
         while try await !store.expireDue().isEmpty {}

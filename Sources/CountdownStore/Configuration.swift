@@ -34,8 +34,7 @@ extension CountdownStore {
         /// How many expiries the ticker records in one transaction at most, oldest first: however
         /// many countdowns come due at once, they are recorded in short transactions of this
         /// size, each committed (and its events delivered) before the next, with other writes
-        /// going between them. While no ticker holds the lease, other writes record at most a
-        /// tenth of it; while one does, they leave the due expiries to it. Default: 1,000.
+        /// going between them. Other writes record at most a tenth of it. Default: 1,000.
         public var expiryBatchSize: Int = 1000
         /// Where the store logs. Default: a logger labelled `CountdownStore`.
         public var logger: Logger

@@ -460,9 +460,7 @@ public final class CountdownStore: Sendable {
     ///
     /// The ticker calls this every ``Configuration/heartbeatInterval``. While an instance holds a
     /// live lease, time counts as active; a lease not renewed within
-    /// ``Configuration/leaseDuration`` is free for another instance to take. While it is held,
-    /// other instances' writes leave due expiries to the holder: a host that holds it by calling
-    /// this itself, without a ticker, records them (each heartbeat does, and ``expireDue()``).
+    /// ``Configuration/leaseDuration`` is free for another instance to take.
     @discardableResult
     public func heartbeat() async throws(CountdownError) -> LeaseStatus {
         let me = instanceID
