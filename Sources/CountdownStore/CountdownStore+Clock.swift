@@ -76,7 +76,7 @@ extension CountdownStore {
     @discardableResult
     public func expireDue(limit: Int) async throws(CountdownError) -> [Countdown] {
         guard limit >= 1 else { throw CountdownError(.invalidArgument, "invalid limit \(limit): must be at least 1") }
-        return try await writing(expiryLimit: limit, leavingExpiriesToHolder: false) { _, now, expired in expired.map { $0.countdown(at: now) } }
+        return try await writing(expiryLimit: limit) { _, now, expired in expired.map { $0.countdown(at: now) } }
     }
 }
 

@@ -43,9 +43,6 @@ public final class CountdownStore: Sendable {
         var closed = false
         /// The named consumers this instance's readers have claimed events of.
         var claimedConsumers: Set<String> = []
-        /// How many tickers of this instance run: while one does and this instance holds the
-        /// lease, it records the expiries, and other writes of this instance leave them to it.
-        var runningTickers = 0
         /// How many readers of named consumers this instance has started.
         var readers = 0
         /// The named consumers this instance found unread for too long and said so.
@@ -68,19 +65,6 @@ public final class CountdownStore: Sendable {
             return memory.readers
         }
         return "\(instanceID):\(number)"
-    }
-
-    /// Counts a ticker of this instance that starts or stops running.
-    func noteTicker(running: Bool) {
-        state.withLock { $0.runningTickers += running ? 1 : -1 }
-    }
-
-    /// Whether the lease holder records due expiries, so that a write that may leave them to it
-    /// does: a live lease of another instance (a ticker holds it), or of this one while one of
-    /// its tickers runs (a host that heartbeats by hand records them with its writes).
-    private func holderRecordsExpiries(_ lease: Lease, at wall: Int64) -> Bool {
-        guard let holder = lease.holder, lease.expiresAtMs > wall else { return false }
-        return holder != instanceID || state.withLock { $0.runningTickers > 0 }
     }
 
     /// Remembers that a reader of this instance claims events of the consumer `name`.
@@ -114,11 +98,10 @@ public final class CountdownStore: Sendable {
     ///     row's lock first. Where writers run side by side, other writes leave the row alone
     ///     unless they find the clock edited.
     ///   - leavingExpiriesToHolder: whether the write records no expiry while a live lease is
-    ///     held (by this instance or another), whose ticker records them in batches: every write
-    ///     but those that record expiries on purpose and those that move the checkpoint. A change
-    ///     to a due countdown still records that one's expiry first (see ``settled(_:_:_:)``).
+    ///     held (by this instance or another): a named consumer's claims and acknowledgements,
+    ///     which deliver what the holder's ticker records rather than doing its work.
     func writing<T: Sendable>(
-        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = true,
+        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = false,
         _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
     ) async throws(CountdownError) -> T {
         try await writing(
@@ -139,7 +122,7 @@ public final class CountdownStore: Sendable {
     /// A body that never refuses (`bodyMayRefuse: false`) runs without the savepoint that keeps
     /// the expiries of a refused write.
     func writing<T: Sendable>(
-        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = true,
+        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = false,
         bodyMayRefuse: Bool = true, _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
     ) async throws(CountdownError) -> T {
         let limit = max(1, expiryLimit ?? configuration.writeExpiryBatch)
@@ -149,8 +132,7 @@ public final class CountdownStore: Sendable {
                 do {
                     return try await using.run { try await engine.write { tx in
                         let (now, expired) = try self.advanceClocks(
-                            tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit,
-                            leavingToHolder: leavingExpiriesToHolder && !movesCheckpoint)
+                            tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit, leavingToHolder: leavingExpiriesToHolder)
                         guard !expired.isEmpty, bodyMayRefuse else { return (.success(try body(tx, now, expired)), !expired.isEmpty) }
                         do {
                             return (.success(try tx.savepoint { try body(tx, now, expired) }), true)
@@ -187,9 +169,7 @@ public final class CountdownStore: Sendable {
     /// many it recorded.
     func expireDueBatch(limit: Int? = nil) async throws(CountdownError) -> Int {
         let limit = min(max(1, limit ?? configuration.expiryBatchSize), max(1, configuration.expiryBatchSize))
-        return try await writing(
-            notifies: false, expiryLimit: limit, leavingExpiriesToHolder: false, bodyMayRefuse: false
-        ) { _, _, expired in expired.count }
+        return try await writing(notifies: false, expiryLimit: limit, bodyMayRefuse: false) { _, _, expired in expired.count }
     }
 
     /// Keeps the checkpoint and lease as this transaction leaves them: called by the few
@@ -337,7 +317,7 @@ public final class CountdownStore: Sendable {
         let backlog: SoonestDeadlines?
         if !soonest.anyDue(at: time) {
             (expired, backlog) = ([], nil)
-        } else if leavingToHolder, holderRecordsExpiries(lease, at: extrapolation.unflooredWall) {
+        } else if leavingToHolder, lease.holder != nil, lease.expiresAtMs > extrapolation.unflooredWall {
             // The holder's ticker records them: all that are due stay the backlog.
             (expired, backlog) = ([], soonest.due(at: time))
         } else {

@@ -85,9 +85,7 @@ public final class CountdownTicker: Service, Sendable {
         if alreadyRunning {
             throw CountdownError(.wrongState, "this ticker is already running")
         }
-        store.noteTicker(running: true)
         defer {
-            store.noteTicker(running: false)
             state.withLock { state in
                 state.running = false
                 state.lease = nil
