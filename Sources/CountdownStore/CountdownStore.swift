@@ -313,15 +313,16 @@ public final class CountdownStore: Sendable {
         }
         let time = raiseFloor(extrapolation.time)
         var now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
+        let due = soonest.due(at: time)
         let expired: [ItemRecord]
         let backlog: SoonestDeadlines?
-        if !soonest.anyDue(at: time) {
+        if due == SoonestDeadlines() {
             (expired, backlog) = ([], nil)
         } else if leavingToHolder, lease.holder != nil, lease.expiresAtMs > extrapolation.unflooredWall {
             // The holder's ticker records them: all that are due stay the backlog.
-            (expired, backlog) = ([], soonest.due(at: time))
+            (expired, backlog) = ([], due)
         } else {
-            (expired, backlog) = try Self.expireDue(tx, now, on: soonest.due(at: time), limit: expiryLimit)
+            (expired, backlog) = try Self.expireDue(tx, now, on: due, limit: expiryLimit)
         }
         guard moves else {
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)

@@ -27,17 +27,15 @@ package struct SoonestDeadlines: Sendable, Hashable {
 
     /// Whether a running countdown has reached its deadline at `time`.
     package func anyDue(at time: some ClockInstant) -> Bool {
-        CountdownPolicy.allCases.contains { policy in self[policy].map { $0 <= time.timeline(policy) } ?? false }
+        due(at: time) != SoonestDeadlines()
     }
 
     /// The deadlines that have been reached at `time`; nil for a timeline whose soonest has not.
     package func due(at time: some ClockInstant) -> SoonestDeadlines {
-        var due = self
-        for policy in CountdownPolicy.allCases {
-            guard let deadline = self[policy], deadline > time.timeline(policy) else { continue }
-            if policy == .wall { due.wall = nil } else { due.active = nil }
+        func reached(_ policy: CountdownPolicy) -> Int64? {
+            self[policy].flatMap { $0 <= time.timeline(policy) ? $0 : nil }
         }
-        return due
+        return SoonestDeadlines(wall: reached(.wall), active: reached(.active))
     }
 
     /// A value with every field given.
