@@ -6,7 +6,8 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [
         .library(name: "CountdownStore", targets: ["CountdownStore"]),
-        // The same store on PostgreSQL, for hosts on several machines: the only product that builds SwiftNIO.
+        // The same store on PostgreSQL, for hosts on several machines: the only product that
+        // builds SwiftNIO, and one that builds no GRDB (`import CountdownStorePostgres` alone).
         .library(name: "CountdownStorePostgres", targets: ["CountdownStorePostgres"]),
         .executable(name: "countdown", targets: ["countdown"]),
     ],
@@ -17,7 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", exact: "2.0.1"),
         .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
-        // `swift package generate-documentation --target CountdownStore`: the DocC catalog.
+        // DocC (`bash .ci/check-docs` builds the catalog of `Sources/CountdownStore/`).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", exact: "1.5.0"),
     ],
     targets: [
@@ -25,21 +26,34 @@ let package = Package(
         .target(name: "CSQLiteShim"),
         // The one system call of the engine-neutral core Swift cannot make (variadic `prctl`).
         .target(name: "CCountdownSystem"),
+        // The engine-neutral core: the model, the time model, operations, queries, events, the
+        // ticker and retention, written against `StorageEngine`. It imports no engine.
         .target(
-            name: "CountdownStore",
+            name: "CountdownStoreCore",
             dependencies: [
-                "CSQLiteShim",
                 "CCountdownSystem",
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The SQLite engine, on GRDB: the embedded default.
+        .target(
+            name: "CountdownStoreSQLite",
+            dependencies: [
+                "CountdownStoreCore",
+                "CSQLiteShim",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             plugins: ["EmbedMigrations"]
         ),
+        // `import CountdownStore`: the core and the SQLite engine in one line, and the DocC catalog.
+        .target(name: "CountdownStore", dependencies: ["CountdownStoreCore", "CountdownStoreSQLite"]),
+        // The PostgreSQL engine, on postgres-nio: the only target that builds SwiftNIO.
         .target(
             name: "CountdownStorePostgres",
             dependencies: [
-                "CountdownStore",
+                "CountdownStoreCore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

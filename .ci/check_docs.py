@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Documentation checks CI runs (see .ci/check-docs).
 
-1. Every public symbol declared in Sources/CountdownStore has a doc comment (read from the
-   symbol graph that `swift package dump-symbol-graph` writes).
+1. Every public symbol declared in the library's targets (Sources/CountdownStore*) has a doc
+   comment (read from the symbol graphs that .ci/check-docs extracts).
 2. Every ```swift block of the DocC articles, the README and the library's doc comments is
    compiled code: its lines appear, in order and together, in a file of
    Tests/CountdownStoreTests/Documentation/ or Examples/ (leading and trailing spaces, blank
@@ -10,7 +10,8 @@
    block whose first line is `// Package.swift` is an excerpt of a host's package manifest,
    which no target of ours can compile, and is skipped.
 
-`--articles-only` runs the second check alone (no symbol graph needed).
+Usage: check_docs.py [SYMBOL-GRAPH-FOLDER]; `--articles-only` runs the second check alone (no
+symbol graph needed).
 """
 import glob
 import json
@@ -20,26 +21,31 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CATALOG = os.path.join(ROOT, "Sources/CountdownStore/CountdownStore.docc")
+# The library's targets: the core, the engines and the module that re-exports them.
+LIBRARY = re.compile(r"/Sources/CountdownStore(Core|SQLite|Postgres)?/")
 COMPILED = [os.path.join(ROOT, "Tests/CountdownStoreTests/Documentation"), os.path.join(ROOT, "Examples")]
 
 
-def undocumented_symbols():
-    graphs = glob.glob(os.path.join(ROOT, ".build/*/symbolgraph/CountdownStore.symbols.json"))
+def undocumented_symbols(folder):
+    """Public symbols of our sources without a doc comment, in the symbol graphs of `folder`
+    (`CountdownStore`, with the core and the SQLite engine it re-exports, and `CountdownStorePostgres`)."""
+    graphs = glob.glob(os.path.join(folder, "*.symbols.json"))
     if not graphs:
-        sys.exit("error: no symbol graph; run `swift package dump-symbol-graph --minimum-access-level public` first")
-    ours = os.path.join(ROOT, "Sources/CountdownStore") + "/"
-    missing = []
-    for symbol in json.load(open(graphs[0]))["symbols"]:
-        uri = symbol.get("location", {}).get("uri", "")
-        # Symbols the compiler synthesizes (hashValue, ==) and those of other modules' extensions
-        # have no location in our sources.
-        if symbol.get("accessLevel") not in ("public", "open") or ours not in uri:
-            continue
-        lines = symbol.get("docComment", {}).get("lines", [])
-        if not any(line.get("text", "").strip() for line in lines):
-            where = uri.split(ours, 1)[1] + ":" + str(symbol["location"]["position"]["line"] + 1)
-            missing.append(f"{where}: {symbol['kind']['displayName'].lower()} {'.'.join(symbol['pathComponents'])}")
-    return missing
+        sys.exit(f"error: no symbol graph in {folder}; run .ci/check-docs")
+    sources = os.path.join(ROOT, "Sources") + "/"
+    missing = set()
+    for graph in graphs:
+        for symbol in json.load(open(graph))["symbols"]:
+            uri = symbol.get("location", {}).get("uri", "")
+            # Symbols the compiler synthesizes (hashValue, ==) and those of other modules' extensions
+            # have no location in our sources.
+            if symbol.get("accessLevel") not in ("public", "open") or not LIBRARY.search(uri):
+                continue
+            lines = symbol.get("docComment", {}).get("lines", [])
+            if not any(line.get("text", "").strip() for line in lines):
+                where = uri.split(sources, 1)[1] + ":" + str(symbol["location"]["position"]["line"] + 1)
+                missing.add(f"{where}: {symbol['kind']['displayName'].lower()} {'.'.join(symbol['pathComponents'])}")
+    return sorted(missing)
 
 
 def normalized(text):
@@ -48,7 +54,7 @@ def normalized(text):
 
 def doc_comment_texts():
     """The doc comments of the library's sources, `///` markers removed, one text per file."""
-    for path in sorted(glob.glob(os.path.join(ROOT, "Sources/CountdownStore/**/*.swift"), recursive=True)):
+    for path in sorted(glob.glob(os.path.join(ROOT, "Sources/CountdownStore*/**/*.swift"), recursive=True)):
         lines = []
         for line in open(path, encoding="utf-8").read().splitlines():
             stripped = line.strip()
@@ -83,7 +89,10 @@ def uncompiled_blocks():
 
 
 def main():
-    problems = [] if "--articles-only" in sys.argv else [f"undocumented public symbol: {m}" for m in undocumented_symbols()]
+    folders = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    problems = [] if "--articles-only" in sys.argv else [
+        f"undocumented public symbol: {m}" for m in undocumented_symbols(folders[0] if folders else ".build/docs/symbolgraph")
+    ]
     problems += uncompiled_blocks()
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)

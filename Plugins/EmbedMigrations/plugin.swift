@@ -18,7 +18,7 @@ struct EmbedMigrations: BuildToolPlugin {
             .buildCommand(
                 displayName: "Embedding \(names.count) migrations",
                 executable: try context.tool(named: "EmbedMigrationsTool").url,
-                arguments: [output.path] + (engine == "sqlite" ? [] : ["--import", "CountdownStore"]) + inputs.map(\.path),
+                arguments: [output.path, "--import", "CountdownStoreCore"] + inputs.map(\.path),
                 inputFiles: inputs,
                 outputFiles: [output]
             )

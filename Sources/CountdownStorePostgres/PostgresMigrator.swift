@@ -1,4 +1,4 @@
-import CountdownStore
+import CountdownStoreCore
 import Foundation
 import PostgresNIO
 
@@ -47,30 +47,12 @@ enum PostgresMigrator {
                 [.text(migration.name)])
             if migration.name == last { break }
         }
-        if try tx.checkpoint() == nil {
-            let used = try tx.run(
-                "SELECT EXISTS (SELECT 1 FROM \(engine.prefix)countdowns) OR EXISTS (SELECT 1 FROM \(engine.prefix)countdown_events)"
-            ).rows.first?.decode(Bool.self) ?? false
-            guard !used else {
-                throw CountdownError(
-                    .unreadableDatabase,
-                    "the database at \(engine.place) is damaged: its countdown_clock row is missing; it was left untouched")
-            }
-            let reading = try tx.clockReading(firstReading)
-            try tx.save(Checkpoint.initial(at: reading), creating: true)
-        }
+        _ = try FirstClockRow.write(tx, place: engine.place) { try tx.clockReading(firstReading) }
     }
 
     /// Throws ``CountdownError/Code/schemaTooNew`` if the database records unknown migrations.
     static func checkNotNewer(_ tx: PostgresTransaction) throws {
-        let known = Set(Migration.embedded.map(\.name))
-        let unknown = try applied(tx).filter { !known.contains($0) }
-        if !unknown.isEmpty {
-            throw CountdownError(
-                .schemaTooNew,
-                "the database schema is newer than this CountdownStore: it records migration \(unknown.map { quoted($0) }.joined(separator: ", ")), which this version does not know; the database was left untouched"
-            )
-        }
+        try Migration.checkNotNewer(applied: try applied(tx), known: Migration.embedded)
     }
 
     /// What is wrong with the store's rows, or `["ok"]`.

@@ -1,4 +1,4 @@
-import CountdownStore
+import CountdownStoreCore
 import Foundation
 import Logging
 import PostgresNIO
@@ -105,45 +105,21 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
 
     // MARK: Decoding
 
-    private static let itemColumns = """
-        id, key, group_name, kind, policy, state, duration_ms, generation, start_offset_ms, gap_at_start_ms, \
+    /// The columns an insert writes (the database numbers new rows), in ``itemValues(_:)``'s order.
+    static let insertColumns = """
+        key, group_name, kind, policy, state, duration_ms, generation, start_offset_ms, gap_at_start_ms, \
         started_at_ms, paused_ms, paused_at_ms, deadline_ms, final_elapsed_ms, ended_at_ms, expired_at_ms, \
         payload, payload_bytes, updated_at_ms
         """
-
-    /// The columns an insert writes (the database numbers new rows).
-    static let insertColumns = itemColumns.replacingOccurrences(of: "id, key,", with: "key,")
     /// The types of the columns an insert writes, in order.
     static let insertTypes =
         ["text", "text", "text", "text", "text"] + Array(repeating: "bigint", count: 11) + ["text", "bytea", "bigint"]
 
-    private var selectItems: String { "SELECT \(Self.itemColumns) FROM \(p)countdowns" }
+    /// The core's columns (``ItemRecord/selectedColumns``), then the bytes of a binary payload.
+    private var selectItems: String { "SELECT \(ItemRecord.selectedColumns), payload_bytes FROM \(p)countdowns" }
 
     private static func item(_ row: PostgresRow) throws -> ItemRecord {
-        let r = row.makeRandomAccess()
-        func enumValue<T: RawRepresentable<String>>(_ index: Int, _ column: String) throws -> T {
-            let raw = try r[index].decode(String.self)
-            guard let value = T(rawValue: raw) else {
-                throw CountdownError(.unreadableDatabase, "unexpected \(column) \(quoted(raw)) in the countdowns table")
-            }
-            return value
-        }
-        return ItemRecord(
-            id: try r[0].decode(Int64.self), key: try r[1].decode(String.self), group: try r[2].decode(String?.self),
-            kind: try enumValue(3, "kind"), policy: try enumValue(4, "policy"), state: try enumValue(5, "state"),
-            durationMs: try r[6].decode(Int64?.self), generation: try r[7].decode(Int64.self),
-            startOffsetMs: try r[8].decode(Int64.self), gapAtStartMs: try r[9].decode(Int64.self),
-            startedAtMs: try r[10].decode(Int64.self), pausedMs: try r[11].decode(Int64.self),
-            pausedAtMs: try r[12].decode(Int64?.self), deadlineMs: try r[13].decode(Int64?.self),
-            finalElapsedMs: try r[14].decode(Int64?.self), endedAtMs: try r[15].decode(Int64?.self),
-            expiredAtMs: try r[16].decode(Int64?.self),
-            payload: try payload(text: r[17].decode(String?.self), bytes: r[18].decode(Data?.self)),
-            updatedAtMs: try r[19].decode(Int64.self))
-    }
-
-    private static func payload(text: String?, bytes: Data?) -> CountdownPayload? {
-        if let text { return .text(text) }
-        return bytes.map { .bytes($0) }
+        try ItemRecord(row: PostgresRecordRow(row, payloadBytesColumn: 19))
     }
 
     private static func payloadValues(_ payload: CountdownPayload?) -> [Value] {
@@ -163,59 +139,29 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         ] + payloadValues(item.payload) + [.int(item.updatedAtMs)]
     }
 
-    private static let eventColumns =
-        "id, kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
-
-    private var selectEvents: String { "SELECT \(Self.eventColumns) FROM \(p)countdown_events" }
+    /// The core's columns (``EventRecord/selectedColumns``), then the bytes of a binary payload.
+    private var selectEvents: String { "SELECT \(EventRecord.selectedColumns), payload_bytes FROM \(p)countdown_events" }
 
     private static func event(_ row: PostgresRow) throws -> EventRecord {
-        let r = row.makeRandomAccess()
-        var event = EventRecord(.started, at: StoreTime(wall: try r[5].decode(Int64.self), active: 0, gap: 0))
-        event.id = try r[0].decode(Int64.self)
-        event.kind = try r[1].decode(String.self)
-        event.key = try r[2].decode(String?.self)
-        event.group = try r[3].decode(String?.self)
-        event.generation = try r[4].decode(Int64?.self)
-        event.deadlineAtMs = try r[6].decode(Int64?.self)
-        event.firedAtMs = try r[7].decode(Int64?.self)
-        event.lateMs = try r[8].decode(Int64?.self)
-        event.payload = payload(text: try r[9].decode(String?.self), bytes: try r[10].decode(Data?.self))
-        event.detail = try r[11].decode(String?.self)
-        return event
-    }
-
-    static let checkpointColumns = """
-        created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms, boot_id, wall_floor_ms, suspended, \
-        calibration_offset_ms, calibrated_at_ms, clock_skew_ms
-        """
-
-    private static func checkpoint(_ r: PostgresRandomAccessRow) throws -> Checkpoint {
-        Checkpoint(
-            createdAt: try r[0].decode(Int64.self), active: try r[1].decode(Int64.self), gap: try r[2].decode(Int64.self),
-            heartbeatAt: try r[3].decode(Int64.self), heartbeatBoot: try r[4].decode(Int64.self),
-            bootID: try r[5].decode(String?.self), wallFloor: try r[6].decode(Int64.self),
-            suspended: try r[7].decode(Bool.self), calibrationOffset: try r[8].decode(Int64.self),
-            calibratedAt: try r[9].decode(Int64?.self), clockSkew: try r[10].decode(Int64.self))
-    }
-
-    private static func lease(_ r: PostgresRandomAccessRow, from column: Int) throws -> Lease {
-        guard let expires = try r[column + 2].decode(Int64?.self) else {
-            return Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
-        }
-        return Lease(holder: try r[column].decode(String?.self), acquiredAtMs: try r[column + 1].decode(Int64?.self), expiresAtMs: expires)
+        try EventRecord(row: PostgresRecordRow(row, payloadBytesColumn: 11))
     }
 
     // MARK: Reading
 
+    func holdsItemsOrEvents() throws -> Bool {
+        try run("SELECT EXISTS (SELECT 1 FROM \(p)countdowns) OR EXISTS (SELECT 1 FROM \(p)countdown_events)")
+            .rows.first?.decode(Bool.self) ?? false
+    }
+
     func checkpoint() throws -> Checkpoint? {
-        try run("SELECT \(Self.checkpointColumns) FROM \(p)countdown_clock WHERE id = 1").rows.first.map {
-            try Self.checkpoint($0.makeRandomAccess())
+        try run("SELECT \(Checkpoint.selectedColumns) FROM \(p)countdown_clock WHERE id = 1").rows.first.map {
+            try Checkpoint(row: PostgresRecordRow($0))
         }
     }
 
     func lease() throws -> Lease {
-        try run("SELECT holder, acquired_at_ms, expires_at_ms FROM \(p)countdown_lease WHERE id = 1").rows.first.map {
-            try Self.lease($0.makeRandomAccess(), from: 0)
+        try run("SELECT \(Lease.selectedColumns) FROM \(p)countdown_lease WHERE id = 1").rows.first.map {
+            try Lease(row: PostgresRecordRow($0))
         } ?? Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
     }
 
@@ -225,18 +171,16 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         // snapshot already shows what the writer before them saved.
         bootBeforeClocks = engine.clock.bootMilliseconds
         guard let row = try run(engine.statements.clocks).rows.first else { return (nil, try lease(), SoonestDeadlines()) }
-        let r = row.makeRandomAccess()
-        let checkpoint = try Self.checkpoint(r)
+        let r = PostgresRecordRow(row)
+        let checkpoint = try Checkpoint(row: r)
         checkpointRead = checkpoint
-        serverMs = try r[16].decode(Int64.self)
-        soonestRead = SoonestDeadlines(wall: try r[14].decode(Int64?.self), active: try r[15].decode(Int64?.self))
-        return (checkpoint, try Self.lease(r, from: 11), soonestRead)
+        serverMs = try r.int(16)
+        soonestRead = SoonestDeadlines(wall: try r.optionalInt(14), active: try r.optionalInt(15))
+        return (checkpoint, try Lease(row: r, from: 11), soonestRead)
     }
 
-    /// The server's clock in place of the host's system clock. A checkpoint this engine wrote
-    /// is extrapolated on this host's boot clock (the server's clock only tells how far it has
-    /// moved, a clock event); any other on the server's clock, less the skew the lease holder
-    /// recorded when the server's clock was moved.
+    /// The server's clock in place of the host's system clock: this reads it, in the clock
+    /// query's round trip, and ``ServerClockEstimate`` places it (see there).
     func clockReading(_ local: ClockReading) throws -> ClockReading {
         let server: Int64
         var uncertainty: Int64 = 0
@@ -259,19 +203,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             server = (serverNow ?? local.system) + max(0, boot - before) / 2
         }
         serverAtReading = server
-        let own = checkpointRead?.bootID == engine.bootScope
-        let skew = checkpointRead?.clockSkew ?? 0
-        var corrected = server - (own ? 0 : skew)
-        if !own, let predicted = engine.serverClock.predicted(boot: boot),
-            abs(corrected - predicted) > engine.clockStepToleranceMs + uncertainty
-        {
-            // The server's clock stepped and the lease holder has not recorded it yet: until it
-            // does, count on this host's boot clock from the last reading, as the holder does.
-            corrected = predicted
-        } else {
-            engine.serverClock.record(server: server - skew, boot: boot)
-        }
-        return ClockReading(system: corrected, boot: boot, bootID: engine.bootScope, uncertainty: uncertainty)
+        return engine.serverClock.reading(
+            server: server, boot: boot, uncertainty: uncertainty, checkpoint: checkpointRead, bootScope: engine.bootScope,
+            stepTolerance: engine.clockStepToleranceMs)
     }
 
     /// In a write transaction, what the store reads of items it may change stays locked until
@@ -293,65 +227,26 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// that hosts reading the server's clock less it agree with the holder counting on its boot clock.
     func databaseClockSkew(wall: Int64) -> Int64? {
         guard engine.databaseClock, let serverAtReading else { return nil }
-        return serverAtReading + (checkpointRead?.calibrationOffset ?? 0) - wall
+        return ServerClockEstimate.skew(server: serverAtReading, calibrationOffset: checkpointRead?.calibrationOffset ?? 0, wall: wall)
     }
 
     func item(key: String) throws -> ItemRecord? {
         try run(selectItems + " WHERE key = $1" + forUpdate, [.text(key)]).rows.first.map(Self.item)
     }
 
-    /// Items matching `conditions` (SQL with `?` for each value), ordered and limited.
-    private func items(_ conditions: [(String, [Value])], orderedBy order: String?, limit: Int) throws -> [ItemRecord] {
-        var sql = selectItems + " WHERE "
-        var values: [Value] = []
-        for (index, (condition, more)) in conditions.enumerated() {
-            if index > 0 { sql += " AND " }
-            var text = condition
-            for value in more {
-                values.append(value)
-                text = text.replacingFirst("?", with: "$\(values.count)")
+    /// The list in the core's predicates and order, numbered in PostgreSQL's placeholders.
+    func items(_ listing: ItemListing, limit: Int) throws -> [ItemRecord] {
+        let (conditions, listed) = listing.whereClause { "$\($0)" }
+        var values: [Value] = listed.map { value in
+            switch value {
+            case .int(let number): .int(number)
+            case .text(let text): .text(text)
             }
-            sql += text
         }
-        if let order { sql += " ORDER BY " + order }
         values.append(.int(Int64(limit)))
-        sql += " LIMIT $\(values.count)" + forUpdate
+        let sql = selectItems + " WHERE " + conditions + (listing.order.map { " ORDER BY " + $0 } ?? "")
+            + " LIMIT $\(values.count)" + forUpdate
         return try run(sql, values).rows.map(Self.item)
-    }
-
-    private func optional(_ condition: String, _ value: String?) -> [(String, [Value])] {
-        value.map { [(condition, [.text($0)])] } ?? []
-    }
-
-    private func optional(_ condition: String, _ value: Int64?) -> [(String, [Value])] {
-        value.map { [(condition, [.int($0)])] } ?? []
-    }
-
-    private func optional(_ condition: String, _ position: SortPosition?) -> [(String, [Value])] {
-        position.map { [(condition, [.int($0.value), .text($0.key)])] } ?? []
-    }
-
-    func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?, limit: Int) throws -> [ItemRecord] {
-        try items(
-            [("state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", [.text(policy.rawValue)])]
-                + optional("group_name = ?", group) + optional("deadline_ms > ?", notDueBy)
-                + optional("(deadline_ms, key) > (?, ?)", after),
-            orderedBy: "deadline_ms, key", limit: limit)
-    }
-
-    func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int) throws -> [ItemRecord] {
-        try items(
-            [("state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", [.text(policy.rawValue)]),
-             ("deadline_ms <= ?", [.int(deadline)])] + optional("group_name = ?", group),
-            orderedBy: "deadline_ms, key", limit: limit)
-    }
-
-    func runningLatestFirst(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, before: SortPosition?, limit: Int) throws -> [ItemRecord] {
-        try items(
-            [("state = 'running' AND deadline_ms IS NOT NULL AND policy = ?", [.text(policy.rawValue)]),
-             ("deadline_ms <= ?", [.int(deadline)])] + optional("group_name = ?", group)
-                + optional("(deadline_ms, key) < (?, ?)", before),
-            orderedBy: "deadline_ms DESC, key DESC", limit: limit)
     }
 
     func dueCounts(policy: CountdownPolicy, dueBy deadline: Int64) throws -> [(group: String?, count: Int)] {
@@ -364,28 +259,6 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             let r = row.makeRandomAccess()
             return (try r[0].decode(String?.self), Int(try r[1].decode(Int64.self)))
         }
-    }
-
-    func paused(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
-        try items(
-            [("state = 'paused' AND deadline_ms IS NOT NULL", [])] + optional("group_name = ?", group)
-                + optional("((deadline_ms - paused_at_ms), key) > (?, ?)", after),
-            orderedBy: "(deadline_ms - paused_at_ms), key", limit: limit)
-    }
-
-    func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord] {
-        let only = states.count == 1 ? states.first.map { " AND state = '\($0.rawValue)'" } ?? "" : ""
-        return try items(
-            [("kind = 'stopwatch' AND state IN ('running', 'paused')" + only, [])] + optional("group_name = ?", group)
-                + optional("key > ?", afterKey),
-            orderedBy: "key", limit: limit)
-    }
-
-    func expired(sinceMs: Int64?, group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
-        try items(
-            [("state = 'expired'", [])] + optional("expired_at_ms >= ?", sinceMs) + optional("group_name = ?", group)
-                + optional("(expired_at_ms, key) < (?, ?)", after),
-            orderedBy: "expired_at_ms DESC, key DESC", limit: limit)
     }
 
     func counts() throws -> [CountRow] {
@@ -460,12 +333,6 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         try run("SELECT generation FROM \(p)countdown_retired_keys WHERE key = $1", [.text(key)]).rows.first?.decode(Int64.self)
     }
 
-    func cancelled(group: String?, after: SortPosition?, limit: Int) throws -> [ItemRecord] {
-        try items(
-            [("state = 'cancelled'", [])] + optional("group_name = ?", group) + optional("(ended_at_ms, key) < (?, ?)", after),
-            orderedBy: "ended_at_ms DESC, key DESC", limit: limit)
-    }
-
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
         try flushEvents()
         guard let kinds else {
@@ -489,10 +356,6 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             found += try run(selectItems + " WHERE key IN (\(marks))" + order + forUpdate, chunk.map { .text($0) }).rows.map(Self.item)
         }
         return found
-    }
-
-    func activeItems(group: String?, limit: Int) throws -> [ItemRecord] {
-        try items([("state IN ('running', 'paused')", [])] + optional("group_name = ?", group), orderedBy: nil, limit: limit)
     }
 
     func consumerCursor(_ name: String) throws -> Int64? {
@@ -814,108 +677,5 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         try run("SELECT name, last_event_id, updated_at_ms FROM \(p)countdown_consumers ORDER BY name").rows.map { row in
             try row.decode((String, Int64, Int64).self)
         }
-    }
-}
-
-extension String {
-    /// This text with its first `target` replaced.
-    func replacingFirst(_ target: String, with replacement: String) -> String {
-        guard let range = range(of: target) else { return self }
-        return replacingCharacters(in: range, with: replacement)
-    }
-}
-
-/// The statements a store's transactions send most, written once per engine (they name the
-/// store's schema).
-struct PostgresStatements: Sendable {
-    /// The checkpoint, the lease, the two soonest deadlines and the server's clock, in one row.
-    let clocks: String
-    /// The insert of a new item whose generation follows its key's retired one, if any; nothing
-    /// when the key exists. Every value is cast: in a SELECT, a null parameter has no type of its own.
-    let insertNew: String
-    /// The update of every column of an item, by id.
-    let update: String
-    /// The last event ID numbered, committed or not (0 before the first).
-    let lastNumberedEvent: String
-    /// The second keys of the event writers' locks held now (see ``PostgresTransaction/flushEvents()``).
-    let eventWriterFloors = """
-        SELECT objid::bigint FROM pg_locks
-        WHERE locktype = 'advisory' AND classid = $1::bigint::oid AND objsubid = 2 AND granted
-            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-        """
-    private let prefix: String
-    private let oneEvent: String
-    private let oneEventNotifying: String
-
-    /// The columns of an event as inserted, and the types their values are cast to (with `ord`).
-    static let eventColumns = "kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
-    static let eventTypes = ["text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bytea", "text", "int"]
-
-    init(prefix p: String, insertColumns: String, insertTypes: [String]) {
-        prefix = p
-        lastNumberedEvent = "SELECT coalesce(pg_sequence_last_value(\(Self.eventSequence(prefix: p))), 0)"
-        // A function of the schema (migration 0003): the server plans its query once per connection.
-        clocks = "SELECT * FROM \(p)countdown_clocks()"
-        let marks = insertTypes.indices.map { index in
-            index == 6
-                ? "greatest($7::bigint, coalesce((SELECT generation + 1 FROM \(p)countdown_retired_keys WHERE key = $1::text), 0))"
-                : "$\(index + 1)::\(insertTypes[index])"
-        }
-        insertNew = """
-            INSERT INTO \(p)countdowns (\(insertColumns)) SELECT \(marks.joined(separator: ", "))
-            ON CONFLICT (key) DO NOTHING RETURNING id, generation
-            """
-        update = """
-            UPDATE \(p)countdowns SET key = $2, group_name = $3, kind = $4, policy = $5, state = $6,
-                duration_ms = $7, generation = $8, start_offset_ms = $9, gap_at_start_ms = $10, started_at_ms = $11,
-                paused_ms = $12, paused_at_ms = $13, deadline_ms = $14, final_elapsed_ms = $15, ended_at_ms = $16,
-                expired_at_ms = $17, payload = $18, payload_bytes = $19, updated_at_ms = $20
-            WHERE id = $1
-            """
-        oneEvent = Self.insertEvents(prefix: p, count: 1, notifying: false)
-        oneEventNotifying = Self.insertEvents(prefix: p, count: 1, notifying: true)
-        // The item's columns, the lock class, the NOTIFY, the event's columns but its generation and `ord`.
-        let types = insertTypes + ["int", "text", "text"]
-            + Self.eventTypes.dropLast().enumerated().filter { $0.offset != 3 }.map(\.element)
-        let arguments = types.enumerated().map { "$\($0.offset + 1)::\($0.element)" }
-        insertNewWithEvent = "SELECT * FROM \(p)countdown_insert_with_event(\(arguments.joined(separator: ", ")))"
-    }
-
-    /// ``insertNew`` and, if it inserted, the item's event under its writer's lock (class $20),
-    /// and a NOTIFY on channel $21 of $22 when $21 is not null; the event's values follow
-    /// (without its generation: the item's). A function of the schema (migration 0003).
-    let insertNewWithEvent: String
-
-    /// The insert of `count` events under this writer's lock (class $1), with a NOTIFY ($2, $3) when
-    /// `notifying`; each event's values follow, in ``eventTypes`` order.
-    func insertEvents(count: Int, notifying: Bool) -> String {
-        if count == 1 { return notifying ? oneEventNotifying : oneEvent }
-        return Self.insertEvents(prefix: prefix, count: count, notifying: notifying)
-    }
-
-    /// The event sequence, as a `regclass` literal.
-    private static func eventSequence(prefix p: String) -> String {
-        "'" + (p + "countdown_events_id_seq").replacingOccurrences(of: "'", with: "''") + "'::regclass"
-    }
-
-    private static func insertEvents(prefix p: String, count: Int, notifying: Bool) -> String {
-        var next = notifying ? 4 : 2
-        var rows: [String] = []
-        rows.reserveCapacity(count)
-        for _ in 0..<count {
-            let marks = eventTypes.map { type in
-                defer { next += 1 }
-                return "$\(next)::\(type)"
-            }
-            rows.append("(" + marks.joined(separator: ", ") + ")")
-        }
-        let lock = "\(p)countdown_lock_event_writer($1::int)" + (notifying ? ", pg_notify($2, $3)" : "")
-        // The lock is taken before any ID is drawn: no row of the join exists before its one row.
-        return """
-            WITH locked AS MATERIALIZED (SELECT \(lock))
-            INSERT INTO \(p)countdown_events (\(eventColumns))
-            SELECT \(eventColumns) FROM locked, (VALUES \(rows.joined(separator: ", "))) AS v(\(eventColumns), ord)
-            ORDER BY ord
-            """
     }
 }

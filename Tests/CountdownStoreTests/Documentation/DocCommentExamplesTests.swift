@@ -1,4 +1,5 @@
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 import Foundation
 import Logging
 import ServiceLifecycle

@@ -10,4 +10,10 @@ struct ScalingOutArticleTests {
             postgresURL: "postgres://orders@db.internal:5432/orders?sslmode=require", schema: "countdowns")
         return store
     }
+
+    /// The example of `CountdownStore.init(postgresURL:schema:wakeUps:configuration:)`'s doc comment.
+    func openingFromTheDocComment() async throws -> CountdownStore {
+        let store = try await CountdownStore(postgresURL: "postgres://app@db.internal:5432/orders")
+        return store
+    }
 }

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// Every input rule of SPEC section 7: a typed error naming the value, and nothing written.
 @Suite("Validation")

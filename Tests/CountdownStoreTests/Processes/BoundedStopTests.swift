@@ -3,7 +3,8 @@ import Foundation
 import Logging
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 #if canImport(Glibc)
 import Glibc

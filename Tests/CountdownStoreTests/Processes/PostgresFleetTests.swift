@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 #if canImport(Glibc)
 import Glibc

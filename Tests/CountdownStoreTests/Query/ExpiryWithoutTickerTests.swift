@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// A countdown is expired from the instant its remaining time reaches zero, for every reader,
 /// whether or not a ticker has recorded it: time passing with no ticker, with a ticker that is

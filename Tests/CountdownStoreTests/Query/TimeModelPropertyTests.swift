@@ -1,9 +1,12 @@
 import Foundation
 import GRDB
+import PostgresNIO
 import PropertyBased
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
+@testable import CountdownStorePostgres
 
 /// The time model, checked against a reference model: property-based sequences of random
 /// operations on a store on a ``VirtualClock``, and the same operations on a small model kept in
@@ -25,7 +28,11 @@ import Testing
 /// Every refusal has the code the model expects and changes nothing but the due expiries it
 /// records.
 ///
-/// Size: `COUNTDOWN_MODEL_SEQUENCES` sequences (60 in CI) of up to 30 steps. A failure names the
+/// It runs on every engine. Where hosts share the checkpoint (PostgreSQL), the model moves it
+/// only on the writes that must move it, saved as extrapolated (see ``Model/sharedCheckpoint``).
+///
+/// Size: `COUNTDOWN_MODEL_SEQUENCES` sequences on SQLite (60 in CI) and
+/// `COUNTDOWN_POSTGRES_MODEL_SEQUENCES` on PostgreSQL (20 in CI), of up to 30 steps. A failure names the
 /// step, the steps before it and the input; `COUNTDOWN_MODEL_REPLAY=<the input's numbers, comma
 /// separated>` replays that one input.
 @Suite("Time model, property-based")
@@ -220,7 +227,12 @@ struct TimeModelPropertyTests {
     struct Model {
         /// W now: the virtual clock (no calibration, so W follows it 1:1).
         var now: Int64
-        /// The last checkpoint (the clock row): moved by every committed write.
+        /// Whether hosts share the checkpoint (an engine whose writers run side by side:
+        /// PostgreSQL). Then only the writes that must move it do (a heartbeat, suspend and
+        /// resume, giving up the lease), and it is saved as extrapolated, never raised by the
+        /// instance's own floor. Otherwise every committed write moves it, to the instance's reading.
+        let sharedCheckpoint: Bool
+        /// The last checkpoint (the clock row).
         var checkpointW: Int64
         var checkpointA: Int64 = 0
         var checkpointG: Int64 = 0
@@ -234,6 +246,9 @@ struct TimeModelPropertyTests {
         var tookLease = false
         /// The lowest clocks the open instance may hand out (no clock it reads ever goes back).
         var floor: (active: Int64, gap: Int64)?
+        /// The clocks at the latest reading, as extrapolated from the checkpoint (before the floor).
+        var extrapolatedActive: Int64 = 0
+        var extrapolatedGap: Int64 = 0
         /// The clocks at the latest reading.
         var active: Int64 = 0
         var gap: Int64 = 0
@@ -249,7 +264,8 @@ struct TimeModelPropertyTests {
         /// What the sequence went through, for the report.
         var seen: [String: Int] = [:]
 
-        init(createdAt: Int64) {
+        init(createdAt: Int64, sharedCheckpoint: Bool) {
+            self.sharedCheckpoint = sharedCheckpoint
             now = createdAt
             checkpointW = createdAt
             observedAt = createdAt
@@ -267,7 +283,13 @@ struct TimeModelPropertyTests {
             switch item.state {
             case .running:
                 elapsed = item.duration.map { min(max(0, runningElapsed(item)), $0) } ?? max(0, runningElapsed(item))
-                if let duration = item.duration, item.policy == .wall || ticking { deadlineAt = now + duration - elapsed }
+                if let duration = item.duration, item.policy == .wall || ticking {
+                    // Placed on W from the checkpoint: where the checkpoint's timeline reaches the
+                    // deadline. That is `now + remaining` unless this instance's floor holds the
+                    // timeline ahead of the checkpoint's extrapolation (then it is later by as much).
+                    let checkpointTimeline = item.policy == .wall ? checkpointA + checkpointG : checkpointA
+                    deadlineAt = checkpointW + item.since - item.counted + duration - checkpointTimeline
+                }
             case .paused, .cancelled:
                 elapsed = item.counted
             case .expired:
@@ -292,6 +314,7 @@ struct TimeModelPropertyTests {
             ticking = !checkpointSuspended && leaseExpires > now
             var a = checkpointA + (ticking ? delta : 0)
             var g = checkpointG + (ticking ? 0 : delta)
+            (extrapolatedActive, extrapolatedGap) = (a, g)
             if let floor {
                 let total = max(a + g, floor.active + floor.gap)
                 if floor.active > a { seen["A held at an earlier reading after the lease ran out", default: 0] += 1 }
@@ -345,23 +368,28 @@ struct TimeModelPropertyTests {
             return recorded
         }
 
-        mutating func checkpoint() {
-            checkpointW = now
-            checkpointA = active
-            checkpointG = gap
+        /// Moves the checkpoint to the latest reading, as a write does (`forced`: a write that
+        /// must move it whatever the engine).
+        mutating func checkpoint(forced: Bool = false) {
+            if sharedCheckpoint {
+                guard forced else { return }
+                (checkpointW, checkpointA, checkpointG) = (now, extrapolatedActive, extrapolatedGap)
+            } else {
+                (checkpointW, checkpointA, checkpointG) = (now, active, gap)
+            }
         }
 
         /// A write that refuses nothing: read the clocks, record due expiries, checkpoint.
         @discardableResult
-        mutating func plainWrite() -> Set<String> {
+        mutating func plainWrite(forced: Bool = false) -> Set<String> {
             observe()
             let due = recordDue()
-            checkpoint()
+            checkpoint(forced: forced)
             return due
         }
 
         mutating func heartbeat() -> Int64? {
-            plainWrite()
+            plainWrite(forced: true)
             let free = leaseHolder == nil || leaseExpires <= now
             guard leaseHolder == instance || free else { return nil }
             if leaseHolder != instance && checkpointSuspended != hostSuspended { checkpointSuspended = hostSuspended }
@@ -373,7 +401,7 @@ struct TimeModelPropertyTests {
 
         mutating func setSuspended(_ suspended: Bool) {
             hostSuspended = suspended
-            plainWrite()
+            plainWrite(forced: true)
             guard checkpointSuspended != suspended else { return }
             checkpointSuspended = suspended
             if !suspended && leaseHolder == instance { leaseExpires = now + TimeModelPropertyTests.leaseMs }
@@ -381,7 +409,7 @@ struct TimeModelPropertyTests {
 
         mutating func close() {
             guard tookLease else { return }  // an instance that never took the lease writes nothing
-            plainWrite()
+            plainWrite(forced: true)
             if leaseHolder == instance {
                 leaseHolder = nil
                 leaseExpires = now
@@ -556,7 +584,10 @@ struct TimeModelPropertyTests {
     }
 
     static func tables(_ store: CountdownStore) async throws -> Tables {
-        try await store.database.read { db in
+        if let engine = store.engine as? PostgresEngine, let schema = engine.schema {
+            return try await postgresTables(schema: schema)
+        }
+        return try await store.database.read { db in
             var tables = Tables()
             for row in try Row.fetchAll(db, sql: "SELECT * FROM countdowns") {
                 tables.countdowns[row["key"]] = "\(row)"
@@ -570,6 +601,34 @@ struct TimeModelPropertyTests {
             }
             return tables
         }
+    }
+
+    /// ``tables(_:)`` of a store on PostgreSQL, in `schema`: each row as JSON text.
+    static func postgresTables(schema: String) async throws -> Tables {
+        let client = try PostgresFixtures.client()
+        func rows(_ sql: String) async throws -> [(String?, String?, String)] {
+            var found: [(String?, String?, String)] = []
+            for try await row in try await client.query(PostgresQuery(unsafeSQL: sql)).decode((String?, String?, String).self) {
+                found.append(row)
+            }
+            return found
+        }
+        var tables = Tables()
+        for (key, _, text) in try await rows("SELECT key, NULL::text, row_to_json(t)::text FROM \"\(schema)\".countdowns AS t") {
+            tables.countdowns[key ?? ""] = text
+        }
+        for (kind, key, text) in try await rows(
+            "SELECT kind, key, row_to_json(t)::text FROM \"\(schema)\".countdown_events AS t ORDER BY id")
+        {
+            tables.events.append(EventLine(kind: kind ?? "", key: key, text: text))
+        }
+        tables.clock = try await rows("SELECT NULL::text, NULL::text, row_to_json(t)::text FROM \"\(schema)\".countdown_clock AS t").map(\.2)
+        for table in ["countdown_lease", "countdown_retired_keys", "countdown_consumers"] {
+            tables.others += try await rows(
+                "SELECT NULL::text, NULL::text, row_to_json(t)::text FROM \"\(schema)\".\(table) AS t ORDER BY 3"
+            ).map { "\(table): \($0.2)" }
+        }
+        return tables
     }
 
     // MARK: - One sequence
@@ -609,11 +668,11 @@ struct TimeModelPropertyTests {
         var failed = false
         var totals = Totals()
 
-        init(_ input: [Int]) throws {
+        init(_ input: [Int], engine: TestEngine) async throws {
             self.input = input
-            fixture = try Fixture()
-            store = try CountdownStore(path: fixture.path, configuration: fixture.configuration)
-            model = Model(createdAt: fixture.clock.systemMilliseconds)
+            fixture = try Fixture(engine: engine)
+            store = try await fixture.open()
+            model = Model(createdAt: fixture.clock.systemMilliseconds, sharedCheckpoint: store.engine.writersRunSideBySide)
         }
 
         /// Where a failure happened and how to replay it.
@@ -865,31 +924,36 @@ struct TimeModelPropertyTests {
 
     // MARK: - The tests
 
-    @Test("Random sequences of operations, suspends, restarts and time with or without a ticker agree with the model")
-    func randomSequences() async throws {
+    @Test(
+        "Random sequences of operations, suspends, restarts and time with or without a ticker agree with the model",
+        arguments: TestEngine.all)
+    func randomSequences(engine: TestEngine) async throws {
         let started = ContinuousClock.now
         var totals = Totals()
         if let replay = ProcessInfo.processInfo.environment["COUNTDOWN_MODEL_REPLAY"] {
             let input = replay.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-            let run = try Run(input)
+            let run = try await Run(input, engine: engine)
             await run.sequence()
             totals.add(run.totals)
         } else {
-            let sequences = suiteSize("COUNTDOWN_MODEL_SEQUENCES", ci: 60)
+            // On PostgreSQL each step is many round trips: a count of its own.
+            let sequences =
+                engine == .sqlite
+                ? suiteSize("COUNTDOWN_MODEL_SEQUENCES", ci: 60) : suiteSize("COUNTDOWN_POSTGRES_MODEL_SEQUENCES", ci: 20)
             let input = Gen.int(in: Step.range).array(of: 1...Self.maxSteps)
             await propertyCheck(count: sequences, input: input) { codes in
-                let run = try Run(codes)
+                let run = try await Run(codes, engine: engine)
                 await run.sequence()
                 totals.add(run.totals)
             }
         }
         let elapsed = ContinuousClock.now - started
-        print("time-model suite: \(totals.description); in \(elapsed)")
+        print("time-model suite (\(engine)): \(totals.description); in \(elapsed)")
     }
 
-    @Test("A wall countdown reaches zero at startedAt + duration for every reader, before and after its expiry is recorded")
-    func wallExpiryInstant() async throws {
-        let fixture = try Fixture()
+    @Test("A wall countdown reaches zero at startedAt + duration for every reader, before and after its expiry is recorded", arguments: TestEngine.all)
+    func wallExpiryInstant(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let started = try await store.start("a", duration: .milliseconds(2500))
         let zero = started.startedAt.millisecondsSince1970 + 2500
@@ -913,9 +977,9 @@ struct TimeModelPropertyTests {
         try await store.close()
     }
 
-    @Test("An active countdown keeps the instant it reached zero after the lease runs out, in every reader, its event and every page")
-    func activeExpiryInstantAfterLeaseLapses() async throws {
-        let fixture = try Fixture()
+    @Test("An active countdown keeps the instant it reached zero after the lease runs out, in every reader, its event and every page", arguments: TestEngine.all)
+    func activeExpiryInstantAfterLeaseLapses(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.heartbeat()  // the lease: live for 2 s
         let t0 = try await store.now().wall
@@ -945,9 +1009,9 @@ struct TimeModelPropertyTests {
         try await store.close()
     }
 
-    @Test("An active countdown shortened to zero and restarted with no ticker reached zero at the restart, for good")
-    func zeroDurationRestartWithoutTicker() async throws {
-        let fixture = try Fixture()
+    @Test("An active countdown shortened to zero and restarted with no ticker reached zero at the restart, for good", arguments: TestEngine.all)
+    func zeroDurationRestartWithoutTicker(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         try await store.start("a", duration: .milliseconds(300), policy: .active)
         let shortened = try await store.shorten("a", by: .seconds(1))  // past zero: over at once, duration 0
@@ -965,9 +1029,9 @@ struct TimeModelPropertyTests {
         try await store.close()
     }
 
-    @Test("Walking list pages with limit 1 gives the one-page order in every filter")
-    func pagedOrder() async throws {
-        let fixture = try Fixture()
+    @Test("Walking list pages with limit 1 gives the one-page order in every filter", arguments: TestEngine.all)
+    func pagedOrder(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
         let store = try await fixture.openTicking()
         try await store.start("a", duration: .seconds(10))
         try await store.start("b", duration: .seconds(10), policy: .active)  // the same remaining: by key

@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// Corruption: damaged files give a typed error, or open cleanly; damage the open cannot see
 /// is reported by the next read of it and by `diagnostics()` (`countdown doctor`). Never a

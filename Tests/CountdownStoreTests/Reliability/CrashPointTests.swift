@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// Crash points: the helper sends itself SIGKILL at each named step of creating, migrating,
 /// starting the clocks, each operation's commit, a checkpoint (before, in the middle of copying

@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// Crash: a worker applies random operations and acknowledges each commit; it is killed with
 /// SIGKILL at random instants. No acknowledged operation may be lost, the file must stay sound,

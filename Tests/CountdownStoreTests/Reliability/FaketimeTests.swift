@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// libfaketime's `faketime`, which moves the wall clock of one process.
 let faketimeBinary = "/usr/bin/faketime"

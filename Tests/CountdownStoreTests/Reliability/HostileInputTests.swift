@@ -2,7 +2,8 @@ import Foundation
 import PropertyBased
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// Hostile input: property-based sequences of random operations with hostile keys and
 /// durations, checked against a reference model. No crash; every refusal a typed error naming
@@ -77,14 +78,14 @@ struct HostileInputTests {
         }
     }
 
-    @Test("Random operation sequences with hostile keys and durations agree with the reference model")
-    func hostileSequences() async throws {
+    @Test("Random operation sequences with hostile keys and durations agree with the reference model", arguments: TestEngine.all)
+    func hostileSequences(engine: TestEngine) async throws {
         let space = Operation.allCases.count * Self.keys.count * Self.durations.count
         let sequences = suiteSize("COUNTDOWN_HOSTILE_SEQUENCES", ci: 40)
         let refusals = Locked(0)
         await propertyCheck(count: sequences, input: Gen.int(in: 0...(space - 1)).array(of: 1...25)) { steps in
-            let folder = try TemporaryFolder()
-            let store = try CountdownStore(path: folder.path(), configuration: .init(clock: VirtualClock()))
+            let fixture = try Fixture(engine: engine)
+            let store = try await fixture.open()
             var model: [String: Item] = [:]
             for step in steps {
                 let operation = Operation.allCases[step % Operation.allCases.count]
@@ -143,7 +144,7 @@ struct HostileInputTests {
             #expect(try await store.diagnostics().integrity == ["ok"])
             try await store.close()
         }
-        let report = "hostile-input suite: \(sequences) sequences of up to 25 operations, \(refusals.withLock { $0 }) refusals, all typed, crashes 0"
+        let report = "hostile-input suite (\(engine)): \(sequences) sequences of up to 25 operations, \(refusals.withLock { $0 }) refusals, all typed, crashes 0"
         print(report)
         if let file = ProcessInfo.processInfo.environment["COUNTDOWN_RELIABILITY_REPORT"] { try? (report + "\n").appendLine(to: file) }
     }

@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// Simulated power loss: the helper writes through a VFS that, at a seeded write or sync,
 /// forgets every write not yet synced (tearing the one under way) and kills the process, as a

@@ -3,7 +3,8 @@ import GRDB
 import PostgresNIO
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// A store through months of steady traffic with unique keys, on virtual time: every table's rows
 /// and the SQLite file stop growing once retention has caught up.
@@ -76,15 +77,14 @@ struct YearOfTrafficTests {
 
     /// Row counts of every table that could grow, and the SQLite file's size after a checkpoint.
     static func sizes(_ store: CountdownStore, _ fixture: Fixture) async throws -> Sizes {
-        switch fixture.engine {
-        case .sqlite:
+        if fixture.engine == .sqlite {
             _ = try await store.checkpointWAL()
             let rows = try await store.database.read { db in
                 try Dictionary(uniqueKeysWithValues: tables.map { ($0, try Int.fetchOne(db, sql: "SELECT count(*) FROM \($0)") ?? 0) })
             }
             let attributes = try FileManager.default.attributesOfItem(atPath: fixture.path)
             return Sizes(rows: rows, fileBytes: (attributes[.size] as? Int) ?? 0)
-        case .postgres:
+        } else {
             let schema = fixture.schema
             let rows = try await TestPostgres.shared().withClient { client in
                 var rows: [String: Int] = [:]

@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// Opening never refuses a file that SQLite itself opens and finds intact, and still refuses,
 /// untouched, one that is damaged.

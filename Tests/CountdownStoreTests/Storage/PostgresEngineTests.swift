@@ -3,7 +3,8 @@ import Logging
 import PostgresNIO
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 @testable import CountdownStorePostgres
 
 @Suite("PostgreSQL engine", .timeLimit(.minutes(2)))

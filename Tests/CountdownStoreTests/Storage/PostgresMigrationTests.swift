@@ -2,7 +2,8 @@ import Foundation
 import PostgresNIO
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 @testable import CountdownStorePostgres
 
 @Suite("PostgreSQL migrations", .timeLimit(.minutes(2)))

@@ -3,7 +3,8 @@ import Logging
 import PostgresNIO
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 @testable import CountdownStorePostgres
 
 @Suite("PostgreSQL server restarts", .enabled(if: TestPostgres.serverBinariesAvailable), .timeLimit(.minutes(2)))

@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// Retention is on by default, prunes in batches, never deletes what a live named consumer has
 /// not read, and leaves nothing behind for a key that is gone.

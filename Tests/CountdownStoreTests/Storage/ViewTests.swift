@@ -1,11 +1,15 @@
 import Foundation
 import GRDB
+import PostgresNIO
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
+@testable import CountdownStorePostgres
 
-/// The views compute their figures at query time from the system clock; the Swift API from the
-/// boot clock. On the real clock they must agree within 50 ms.
+/// The views compute their figures at query time from the system clock (on PostgreSQL, the
+/// server's); the Swift API from the boot clock. On the real clock they must agree within 50 ms,
+/// on every engine.
 @Suite("Views")
 struct ViewTests {
     struct ViewRow: Sendable, Hashable {
@@ -19,7 +23,20 @@ struct ViewTests {
     }
 
     private func rows(_ store: CountdownStore, _ view: String) async throws -> [String: ViewRow] {
-        try await store.database.read { db in
+        if let engine = store.engine as? PostgresEngine, let schema = engine.schema {
+            var result: [String: ViewRow] = [:]
+            let sql = "SELECT key, state, remaining_ms, elapsed_ms, started_at, deadline_at, expired_at FROM \"\(schema)\".\(view)"
+            let rows = try await PostgresFixtures.client().query(PostgresQuery(unsafeSQL: sql))
+            for try await (key, state, remaining, elapsed, started, deadline, expired) in rows.decode(
+                (String, String, Int64?, Int64, String, String?, String?).self)
+            {
+                result[key] = ViewRow(
+                    key: key, state: state, remainingMs: remaining, elapsedMs: elapsed, startedAt: started,
+                    deadlineAt: deadline, expiredAt: expired)
+            }
+            return result
+        }
+        return try await store.database.read { db in
             var result: [String: ViewRow] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT * FROM \(view)") {
                 let key: String = row["key"]
@@ -69,12 +86,13 @@ struct ViewTests {
         }
     }
 
-    @Test("The views agree with the API within 50 ms while a lease holder ticks")
-    func viewsAgreeWhileTicking() async throws {
-        let folder = try TemporaryFolder()
+    @Test("The views agree with the API within 50 ms while a lease holder ticks", arguments: TestEngine.all)
+    func viewsAgreeWhileTicking(engine: TestEngine) async throws {
+        var fixture = try Fixture(engine: engine)
         // The real clock: a lease long enough not to run out however slow the machine (a 2 s
         // lease ran out on a loaded machine before the reads, and the active item stood still).
-        let store = try CountdownStore(path: folder.path(), configuration: .init(leaseDuration: .minutes(10)))
+        fixture.configuration = .init(leaseDuration: .minutes(10))
+        let store = try await fixture.open()
         try await store.heartbeat()
         try await store.start("wall", duration: .minutes(15), group: "payments")
         try await store.start("active", duration: .minutes(5), policy: .active)
@@ -85,13 +103,13 @@ struct ViewTests {
         try await expectAgreement(store)
     }
 
-    @Test("With no lease holder, active items show the value frozen at the last heartbeat")
-    func viewsFreezeActiveItemsWithoutALeaseHolder() async throws {
-        let folder = try TemporaryFolder()
+    @Test("With no lease holder, active items show the value frozen at the last heartbeat", arguments: TestEngine.all)
+    func viewsFreezeActiveItemsWithoutALeaseHolder(engine: TestEngine) async throws {
         // The store last ran a minute ago (its clock reads a minute behind the real one),
         // ticked for 10 s, and stopped; the views read the real clock.
         let clock = VirtualClock(start: Date().addingTimeInterval(-60), bootIdentity: nil)
-        let store = try CountdownStore(path: folder.path(), configuration: .init(clock: clock))
+        var fixture = try Fixture(clock: clock, engine: engine)
+        let store = try await fixture.open()
         try await store.heartbeat()
         try await store.start("active", duration: .minutes(5), policy: .active)
         try await store.start("wall", duration: .minutes(5), policy: .wall)
@@ -99,7 +117,8 @@ struct ViewTests {
         try await store.close()
 
         let lastHeartbeat = clock.systemMilliseconds
-        let reader = try CountdownStore(path: folder.path())
+        fixture.configuration = .init()
+        let reader = try await fixture.open()
         let realBefore = Date().millisecondsSince1970
         let viewRows = try await rows(reader, "active_countdowns")
         let realAfter = Date().millisecondsSince1970
@@ -113,11 +132,11 @@ struct ViewTests {
         try await expectAgreement(reader)
     }
 
-    @Test("Expired items show in expired_countdowns with an ISO-8601 expiry instant")
-    func expiredView() async throws {
-        let folder = try TemporaryFolder()
+    @Test("Expired items show in expired_countdowns with an ISO-8601 expiry instant", arguments: TestEngine.all)
+    func expiredView(engine: TestEngine) async throws {
         let clock = VirtualClock(start: Date())
-        let store = try CountdownStore(path: folder.path(), configuration: .init(clock: clock))
+        let fixture = try Fixture(clock: clock, engine: engine)
+        let store = try await fixture.open()
         try await store.start("done", duration: .seconds(1), group: "g")
         clock.advance(by: .seconds(2))
         let expired = try #require(try await store.expireDue().first)

@@ -3,18 +3,37 @@ import Logging
 import PostgresNIO
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 @testable import CountdownStorePostgres
 
-/// The database engines the behaviour suites run on: every parameterised test runs once on each.
-enum TestEngine: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite
-    case postgres
+/// A database engine the behaviour suites run on: its name, and how a fixture opens a store on it
+/// (a file of the fixture's folder, or a schema of the test server's database).
+///
+/// Every parameterised behaviour test (`arguments: TestEngine.all`) runs once on each engine of
+/// ``all``: a new engine runs them all once it is defined here and is one more entry of that list.
+struct TestEngine: Sendable, Hashable, CustomStringConvertible, CustomTestStringConvertible {
+    /// The engine's name, in test names and reports.
+    let name: String
+    /// Opens the fixture's store with a configuration.
+    let open: @Sendable (Fixture, CountdownStore.Configuration) async throws -> CountdownStore
 
-    /// Both engines.
-    static let all = TestEngine.allCases
+    static let sqlite = TestEngine(name: "sqlite") { fixture, configuration in
+        try CountdownStore(path: fixture.path, configuration: configuration)
+    }
 
-    var testDescription: String { rawValue }
+    static let postgres = TestEngine(name: "postgres") { fixture, configuration in
+        try await PostgresFixtures.open(schema: fixture.schema, configuration: configuration)
+    }
+
+    /// Every engine.
+    static let all: [TestEngine] = [.sqlite, .postgres]
+
+    var description: String { name }
+    var testDescription: String { name }
+
+    static func == (left: TestEngine, right: TestEngine) -> Bool { left.name == right.name }
+    func hash(into hasher: inout Hasher) { hasher.combine(name) }
 }
 
 /// The PostgreSQL stores of the behaviour suites: each fixture gets a schema of its own in the

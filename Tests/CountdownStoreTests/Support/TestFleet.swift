@@ -4,7 +4,8 @@ import Logging
 import PostgresNIO
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 #if canImport(Glibc)
 import Glibc

@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 @testable import CountdownStorePostgres
 
 /// A fresh folder per test, removed when the test's value goes away.
@@ -46,10 +47,7 @@ struct Fixture {
     func open(clock: VirtualClock? = nil) async throws -> CountdownStore {
         var configuration = configuration
         if let clock { configuration.clock = clock }
-        switch engine {
-        case .sqlite: return try CountdownStore(path: path, configuration: configuration)
-        case .postgres: return try await PostgresFixtures.open(schema: schema, configuration: configuration)
-        }
+        return try await engine.open(self, configuration)
     }
 
     /// Opens the store and makes it the lease holder, as a running ticker would.

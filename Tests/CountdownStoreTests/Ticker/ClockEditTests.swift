@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// T4: an edit of the system clock neither expires a countdown early nor extends it, and is recorded.
 @Suite("Clock edits (T4)")

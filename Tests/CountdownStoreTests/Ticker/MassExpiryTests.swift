@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// However many countdowns come due at once, their expiries are recorded oldest first in short
 /// transactions, each with the instant it reached zero, exactly once; meanwhile every reader sees

@@ -3,7 +3,8 @@ import Logging
 import ServiceLifecycle
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 @Suite("Ticker in a ServiceGroup")
 struct ServiceGroupTests {

@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// A ticker running in a task on a fixture's store; cancelled when the test is done with it.
 struct RunningTicker {
@@ -241,7 +242,7 @@ struct TickerTests {
         }
         #expect(try await automaticCheckpoint() == 262_144, "a commit checkpoints by itself only past 1 GiB of WAL")
         let running = await RunningTicker(store)
-        let checkpointer = try #require(running.ticker.walCheckpointer)
+        let checkpointer = try #require(running.ticker.upkeep as? WALCheckpointer)
         #expect(try await automaticCheckpoint() == 0, "no commit of the ticker's connection checkpoints")
 
         // Well over 1,000 pages written while a deadline is 20 ms away: no checkpoint yet.

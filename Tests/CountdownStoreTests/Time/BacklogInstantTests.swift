@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// The rule that lets the checkpoint move while expiries wait to be recorded: an expiry's instant
 /// never moves. Random sequences of starts, pauses, restarts, heartbeats, lease lapses, suspends,

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// The text of an instant, as the views, the tool and the events show it.
 @Suite("Instant text")

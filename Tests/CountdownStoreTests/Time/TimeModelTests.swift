@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-@testable import CountdownStore
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
 
 /// The required behaviours of SPEC section 3, at the store level on virtual time.
 @Suite("Time model")

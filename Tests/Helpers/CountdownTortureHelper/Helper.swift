@@ -1,4 +1,5 @@
-@_spi(Testing) import CountdownStore
+@_spi(Testing) import CountdownStoreSQLite
+import CountdownStore
 import CSQLiteTestVFS
 import Foundation
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""The architecture the targets promise, checked on the package graph and the sources.
+
+- The core (`CountdownStoreCore`) depends on no engine: neither GRDB nor postgres-nio (SwiftNIO),
+  and none of its files imports one.
+- A host of the PostgreSQL product builds no GRDB; a host of `CountdownStore` (SQLite) builds no
+  SwiftNIO: checked on the closure of each library's target dependencies.
+
+Reads `swift package describe --type json` from standard input.
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENGINES = {"GRDB", "PostgresNIO", "NIO", "NIOCore", "NIOPosix", "CSQLiteShim"}
+
+package = json.load(sys.stdin)
+targets = {t["name"]: t for t in package["targets"]}
+
+
+def closure(name):
+    """Every target and product the target builds with, its own included."""
+    seen, stack = set(), [name]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        target = targets.get(current)
+        if target:
+            stack += target.get("target_dependencies", []) + target.get("product_dependencies", [])
+    return seen
+
+
+problems = []
+for library, forbidden in [
+    ("CountdownStoreCore", ENGINES),
+    ("CountdownStore", {"PostgresNIO", "NIO", "NIOCore", "NIOPosix"}),
+    ("CountdownStorePostgres", {"GRDB", "CSQLiteShim", "CountdownStoreSQLite"}),
+]:
+    found = closure(library) & forbidden
+    if found:
+        problems.append(f"{library} builds {', '.join(sorted(found))}")
+
+for path in glob.glob(os.path.join(ROOT, "Sources/CountdownStoreCore/**/*.swift"), recursive=True):
+    for number, line in enumerate(open(path, encoding="utf-8"), 1):
+        match = re.match(r"\s*(?:@\w+(?:\([^)]*\))?\s+)*import\s+(?:\w+\s+)?(\w+)", line)
+        if match and (match.group(1) in ENGINES or match.group(1).startswith(("NIO", "SQLite", "GRDB"))):
+            problems.append(f"{os.path.relpath(path, ROOT)}:{number}: the core imports {match.group(1)}")
+
+if problems:
+    print("error: the layout is broken:\n  " + "\n  ".join(problems), file=sys.stderr)
+    sys.exit(1)
+print("layout: the core imports no engine; CountdownStore builds no SwiftNIO; CountdownStorePostgres builds no GRDB")

@@ -1,0 +1,18 @@
+import Foundation
+
+/// A value guarded by a lock, for the little mutable state a `Sendable` store keeps in memory.
+package final class Locked<Value>: @unchecked Sendable {
+    // Safe: `value` is only reached through `withLock`, which holds `lock`.
+    private let lock = NSLock()
+    private var value: Value
+
+    package init(_ value: Value) {
+        self.value = value
+    }
+
+    package func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

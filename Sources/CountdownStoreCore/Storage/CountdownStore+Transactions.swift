@@ -1,0 +1,131 @@
+import Foundation
+
+// Every operation of the store is one of these transactions: a write moves the store's clocks
+// to now first (Time/CountdownStore+ClockStep.swift) and records what has come due; a read
+// extrapolates the clocks to now. The engine runs the transaction; this is all the core asks of it.
+
+extension CountdownStore {
+    /// Runs `body` in one write transaction, after moving the store's clocks to now,
+    /// recording the expiry of every countdown that has come due, and checkpointing the clocks.
+    ///
+    /// When `body` refuses (throws a ``CountdownError``) the transaction is rolled back, except
+    /// for the expiries it recorded on the way: a countdown found over stays over, with its event.
+    ///
+    /// - Parameters:
+    ///   - notifies: whether the write changes items or events, so that waiters (the ticker,
+    ///     event streams) should look again once it commits. Recorded expiries notify whatever it says.
+    ///   - movesCheckpoint: whether the write moves the checkpoint or the lease whatever the
+    ///     engine (a heartbeat, suspending, calibrating, giving up the lease): it takes the clock
+    ///     row's lock first. Where writers run side by side, other writes leave the row alone
+    ///     unless they find the clock edited.
+    ///   - leavingExpiriesToHolder: whether the write records no expiry while a live lease is
+    ///     held (by this instance or another): a named consumer's claims and acknowledgements,
+    ///     which deliver what the holder's ticker records rather than doing its work.
+    func writing<T: Sendable>(
+        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = false,
+        _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
+    ) async throws(CountdownError) -> T {
+        try await writing(
+            notifies: notifies, movesCheckpoint: movesCheckpoint, expiryLimit: expiryLimit,
+            leavingExpiriesToHolder: leavingExpiriesToHolder
+        ) { tx, now, _ in
+            try body(tx, now)
+        }
+    }
+
+    /// ``writing(notifies:movesCheckpoint:_:)`` whose body also gets the countdowns that moving the clocks expired.
+    ///
+    /// The write records at most `expiryLimit` due expiries, oldest first (see
+    /// ``advanceClocks(_:movingCheckpoint:expiryLimit:)``); more due than that stay for the next
+    /// writes (the ticker's batches). A body that must change the checkpoint itself throws
+    /// ``CheckpointBehindBacklog`` when this write could not move it to now: the write is rolled
+    /// back, the backlog recorded in batches of short transactions, and the write tried again.
+    /// A body that never refuses (`bodyMayRefuse: false`) runs without the savepoint that keeps
+    /// the expiries of a refused write.
+    func writing<T: Sendable>(
+        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = false,
+        bodyMayRefuse: Bool = true, _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
+    ) async throws(CountdownError) -> T {
+        let limit = max(1, expiryLimit ?? configuration.writeExpiryBatch)
+        while true {
+            let outcome: (result: Result<T, CountdownError>, expired: Bool)?
+            outcome = try await translatingErrors(path: path) {
+                do {
+                    return try await using.run { try await engine.write { tx in
+                        let (now, expired) = try self.advanceClocks(
+                            tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit, leavingToHolder: leavingExpiriesToHolder)
+                        guard !expired.isEmpty, bodyMayRefuse else { return (.success(try body(tx, now, expired)), !expired.isEmpty) }
+                        do {
+                            return (.success(try tx.savepoint { try body(tx, now, expired) }), true)
+                        } catch let refusal as CountdownError {
+                            return (.failure(refusal), true)
+                        }
+                    } }
+                } catch is CheckpointBehindBacklog {
+                    return nil
+                }
+            }
+            guard let outcome else {
+                // The checkpoint could not move past expiries still to record: record them first.
+                while try await expireDueBatch() >= max(1, configuration.expiryBatchSize) {
+                    await leaveWritesToOthers()
+                }
+                continue
+            }
+            if notifies || outcome.expired { changes.bump() }
+            return try outcome.result.get()
+        }
+    }
+
+    /// Runs `body` in one read transaction with the store's clocks extrapolated to now.
+    ///
+    /// The body also learns whether any running countdown has come due (expired for every
+    /// reader, not recorded yet), from the soonest deadlines the clock query reads anyway.
+    func reading<T: Sendable>(
+        events: Bool = false, _ body: @escaping @Sendable (any RepositoryReading, Now) throws -> T
+    ) async throws(CountdownError) -> T {
+        try await reading(events: events) { tx, now, _ in try body(tx, now) }
+    }
+
+    /// ``reading(_:)`` whose body also gets the soonest deadlines of running countdowns. With
+    /// `events`, the body reads events by ID (see ``CountdownRepository/readEvents(_:)``).
+    func reading<T: Sendable>(
+        events: Bool = false, _ body: @escaping @Sendable (any RepositoryReading, Now, SoonestDeadlines) throws -> T
+    ) async throws(CountdownError) -> T {
+        try await translatingErrors(path: path) {
+            try await using.run {
+                let read = { @Sendable (tx: any RepositoryReading) throws -> T in
+                    let (extrapolation, checkpoint, lease, soonest, _) = try self.extrapolate(tx)
+                    self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+                    let now = Now(self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
+                    return try body(tx, now, soonest)
+                }
+                return try await events ? engine.readEvents(read) : engine.read(read)
+            }
+        }
+    }
+
+    /// The boot-clock instant at which the next running countdown comes due, from the soonest
+    /// deadlines (index lookups); now when one has come due and is not recorded yet; `nil` when
+    /// none will come due while the host stays as it is (an `active` countdown never comes due
+    /// while suspended or while nobody holds the lease).
+    func nextDueBoot() async throws(CountdownError) -> Int64? {
+        try await translatingErrors(path: path) {
+            try await using.run { try await engine.read { tx in
+                let (extrapolation, checkpoint, lease, soonest, reading) = try self.extrapolate(tx)
+                self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+                let time = self.raiseFloor(extrapolation.time)
+                var policies: [CountdownPolicy] = [.wall]
+                if extrapolation.ticking { policies.append(.active) }
+                return policies.compactMap { policy in
+                    soonest[policy].map { reading.boot + max(0, $0 - time.timeline(policy)) }
+                }.min()
+            } }
+        }
+    }
+
+    /// A number that changes whenever another connection (another process) commits.
+    func foreignChangeToken() async throws(CountdownError) -> Int {
+        try await translatingErrors(path: path) { try await using.run { try await engine.foreignChangeToken() } }
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+
+// The clock step: at the start of every transaction the store's clocks (W, A, G) move from the
+// last checkpoint to now, on this host's readings, and the checkpoint follows when it may. The
+// time model article explains the rules; this file is where they are applied, for every engine.
+
+extension CountdownStore {
+    /// The store's clocks now.
+    public func now() async throws(CountdownError) -> StoreTime {
+        try await reading { _, now in now.clocks }
+    }
+
+    /// Keeps the checkpoint and lease as this transaction leaves them: called by the few
+    /// operations that change either after ``advanceClocks(_:)`` recorded them.
+    func remember(_ tx: any RepositoryReading) throws {
+        let (checkpoint, lease, _) = try tx.clocks()
+        remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+    }
+
+    func remember(_ checkpoint: Checkpoint?, leaseExpiry: Int64) {
+        state.withLock { memory in
+            memory.lastCheckpoint = checkpoint
+            memory.lastLeaseExpiry = leaseExpiry
+        }
+    }
+
+    /// The store's clocks now, computed from the last checkpoint this instance saw, without a query;
+    /// `nil` before the first transaction.
+    func cachedTime() -> Now? {
+        let reading = engine.clockReading(ClockReading(configuration.clock))
+        let (checkpoint, leaseExpiry) = state.withLock { ($0.lastCheckpoint, $0.lastLeaseExpiry) }
+        guard let checkpoint else { return nil }
+        let extrapolation = checkpoint.extrapolate(to: reading, leaseExpiresAt: leaseExpiry)
+        return Now(raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
+    }
+
+    /// The clocks extrapolated to a reading of this host's clock taken now, as the engine places
+    /// it (its wall clock is the database's where the engine has one), and that reading.
+    ///
+    /// The reading is taken after the clock query, which on PostgreSQL waits for the clock row's
+    /// lock: a reading taken before would be older than a checkpoint another writer saved
+    /// meanwhile, and look like the clock moving back.
+    func extrapolate(
+        _ tx: any RepositoryReading
+    ) throws -> (Extrapolation, Checkpoint, Lease, SoonestDeadlines, ClockReading) {
+        let (stored, lease, soonest) = try tx.clocks()
+        guard let checkpoint = stored else {
+            throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
+        }
+        let reading = try tx.clockReading(ClockReading(configuration.clock))
+        return (checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease, soonest, reading)
+    }
+
+    /// `time`, raised so that this instance never hands out a clock reading below an earlier one.
+    func raiseFloor(_ time: StoreTime) -> StoreTime {
+        state.withLock { memory in
+            let raised = memory.floor.map { time.notBelow($0) } ?? time
+            memory.floor = raised
+            return raised
+        }
+    }
+
+    /// Moves the clocks to now, recording first the expiry of at most `expiryLimit` countdowns
+    /// that came due (oldest first), then moves the checkpoint there, recording a clock event
+    /// when the system clock was moved.
+    ///
+    /// The rule that keeps every reader's instants still: **a checkpoint never moves in a way
+    /// that would place an unrecorded expiry elsewhere.** A countdown due but not recorded is
+    /// placed on W from the checkpoint (``Now/wall(when:reaches:)``): forwards when it came due
+    /// after it, backwards when before. A move keeps every such instant exactly when it keeps
+    /// `W − timeline` of each timeline with an expiry still to record and the old checkpoint did
+    /// not slew; that is every move while a host ticks (or, for `wall` countdowns, whatever the
+    /// host does) except a calibration. A move that would not is not made: the checkpoint stays,
+    /// and readers go on extrapolating from it until the backlog is recorded (a write that must
+    /// change the checkpoint itself, like suspending, records the backlog first). So a backlog of
+    /// any size is recorded in short transactions, while the checkpoint follows time.
+    ///
+    /// Where writers run side by side (``StorageEngine/writersRunSideBySide``), the checkpoint
+    /// moves only when `forced` or when the clock was edited (and no other instance holds a
+    /// live lease: the holder alone records clock events then), under the clock row's lock;
+    /// every other write leaves the row alone, so writers never queue on it. The clocks need no
+    /// move to stay exact: every reader extrapolates them from the last checkpoint.
+    func advanceClocks(
+        _ tx: any RepositoryWriting, movingCheckpoint forced: Bool, expiryLimit: Int, leavingToHolder: Bool = false
+    ) throws -> (Now, [ItemRecord]) {
+        let sideBySide = engine.writersRunSideBySide
+        if forced && sideBySide { try tx.lockClocks() }
+        // One reading for both: the new checkpoint's boot instant must be the one its clocks
+        // were extrapolated to, or every transaction that straddles a millisecond would count
+        // that millisecond twice.
+        var (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
+        var moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
+        if moves && sideBySide && !forced {
+            // Found the clock edited: read the clocks again under the row's lock, which another
+            // writer moving the checkpoint may have held meanwhile.
+            try tx.lockClocks()
+            (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
+            moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
+        }
+        let time = raiseFloor(extrapolation.time)
+        var now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
+        let due = soonest.due(at: time)
+        let expired: [ItemRecord]
+        let backlog: SoonestDeadlines?
+        if due == SoonestDeadlines() {
+            (expired, backlog) = ([], nil)
+        } else if leavingToHolder, lease.holder != nil, lease.expiresAtMs > extrapolation.unflooredWall {
+            // The holder's ticker records them: all that are due stay the backlog.
+            (expired, backlog) = ([], due)
+        } else {
+            (expired, backlog) = try Self.expireDue(tx, now, on: due, limit: expiryLimit)
+        }
+        guard moves else {
+            remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+            return (now, expired)
+        }
+        // Where hosts share the checkpoint, it is their common mapping between W and the
+        // timelines: saved as extrapolated, never raised by this instance's own floor, which
+        // would shift the timelines against W for every other host.
+        var next = checkpoint.advanced(
+            to: sideBySide ? extrapolation.time : time, unflooredWall: extrapolation.unflooredWall, at: reading)
+        if let backlog, !next.keepsPlacement(of: backlog, from: checkpoint) {
+            // Expiries still to record would be placed elsewhere from the moved checkpoint.
+            remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+            now.checkpointBehindBacklog = true
+            return (now, expired)
+        }
+        let edited = clockEdited(extrapolation, checkpoint)
+        if edited {
+            try tx.append(
+                EventRecord(
+                    .clockEdited, at: time,
+                    detail: [
+                        "skew_ms": extrapolation.skew, "previous_skew_ms": checkpoint.clockSkew,
+                        "system_ms": reading.system, "same_boot": extrapolation.sameBoot ? 1 : 0,
+                    ]))
+            configuration.logger.warning(
+                "system clock moved against the store clock; counting by the boot clock",
+                metadata: [
+                    "skew_ms": "\(extrapolation.skew)", "previous_skew_ms": "\(checkpoint.clockSkew)",
+                    "same_boot": "\(extrapolation.sameBoot)",
+                ])
+        }
+        if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew }
+        if let measured = tx.databaseClockSkew(wall: extrapolation.unflooredWall) {
+            // Hosts sharing the database read its clock less this skew: every checkpoint records
+            // it as measured now, so that their W stays the holder's (whose boot clock counts)
+            // to within the measurement's precision, whatever either clock drifted.
+            next.clockSkew = measured
+        }
+        try tx.save(next, creating: false)
+        remember(next, leaseExpiry: lease.expiresAtMs)
+        return (now, expired)
+    }
+
+    /// Whether the system clock moved against the store clock since `checkpoint` by more than
+    /// the tolerance, plus how far the reading itself may be off (a slow round trip to a
+    /// database server whose clock is the system clock leaves the instant of its reading vague).
+    func clockEdited(_ extrapolation: Extrapolation, _ checkpoint: Checkpoint) -> Bool {
+        let tolerance = configuration.clockEditTolerance.milliseconds + extrapolation.skewUncertainty
+        return extrapolation.sameBoot
+            ? abs(extrapolation.skew - checkpoint.clockSkew) > tolerance
+            : extrapolation.skew < -tolerance
+    }
+
+    /// Whether this write moves the checkpoint (see ``advanceClocks(_:movingCheckpoint:)``).
+    func movesCheckpoint(_ extrapolation: Extrapolation, _ checkpoint: Checkpoint, _ lease: Lease, forced: Bool) -> Bool {
+        if let holder = lease.holder, holder != instanceID, lease.expiresAtMs > extrapolation.unflooredWall,
+            engine.writersRunSideBySide
+        {
+            // Another instance holds a live lease: it alone moves the checkpoint and records
+            // clock events, measured on its own boot clock.
+            return false
+        }
+        return forced || !engine.writersRunSideBySide || clockEdited(extrapolation, checkpoint)
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+
+/// The estimate of a database server's clock between two readings of it: the last reading plus
+/// the time this host's boot clock measured since. An engine whose wall clock is its server's
+/// (PostgreSQL, shared by hosts on several machines) supplies the readings; the time logic
+/// (where a reading falls, what a stepped server clock means) is here.
+package final class ServerClockEstimate: @unchecked Sendable {
+    // Safe: `sample` is only reached under `lock`.
+    private let lock = NSLock()
+    private var sample: (server: Int64, boot: Int64)?
+
+    /// An estimate with no reading yet.
+    package init() {}
+
+    /// Records a reading of the server's clock (`server`, already corrected for a recorded skew)
+    /// taken at `boot` on this host's boot clock.
+    package func record(server: Int64, boot: Int64) {
+        lock.withLock { sample = (server, boot) }
+    }
+
+    /// The server's clock (corrected for the recorded skew) at `boot`, extrapolated on this
+    /// host's boot clock from the last reading; `nil` before the first.
+    package func predicted(boot: Int64) -> Int64? {
+        lock.withLock { sample.map { $0.server + (boot - $0.boot) } }
+    }
+
+    /// `local` with the estimated server clock in place of the system clock: for reads that
+    /// take no reading of their own.
+    package func reading(local: ClockReading, bootScope: String) -> ClockReading {
+        ClockReading(system: predicted(boot: local.boot) ?? local.system, boot: local.boot, bootID: bootScope)
+    }
+
+    /// The store's clock reading from a reading of the server's clock, `server`, placed at
+    /// `boot` on this host's boot clock to within `uncertainty`.
+    ///
+    /// A checkpoint this host wrote (its boot ID is `bootScope`) is extrapolated on this host's
+    /// boot clock, and the server's clock only tells how far the system clock has moved (a clock
+    /// event). Any other is read on the server's clock less the skew the lease holder recorded
+    /// when the server's clock was moved. When the server's clock stepped by more than
+    /// `stepTolerance` (plus the uncertainty) and the holder has not recorded it yet, this host
+    /// counts on its boot clock from the last reading, as the holder does, until it does.
+    package func reading(
+        server: Int64, boot: Int64, uncertainty: Int64, checkpoint: Checkpoint?, bootScope: String, stepTolerance: Int64
+    ) -> ClockReading {
+        let own = checkpoint?.bootID == bootScope
+        let skew = checkpoint?.clockSkew ?? 0
+        var corrected = server - (own ? 0 : skew)
+        if !own, let predicted = predicted(boot: boot), abs(corrected - predicted) > stepTolerance + uncertainty {
+            corrected = predicted
+        } else {
+            record(server: server - skew, boot: boot)
+        }
+        return ClockReading(system: corrected, boot: boot, bootID: bootScope, uncertainty: uncertainty)
+    }
+
+    /// How far the server's clock (with the calibration offset) was ahead of the store wall clock
+    /// `wall` when it read `server`: the skew a checkpoint at that reading records, so that hosts
+    /// reading the server's clock less it agree with the holder counting on its boot clock.
+    package static func skew(server: Int64, calibrationOffset: Int64, wall: Int64) -> Int64 {
+        server + calibrationOffset - wall
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import PostgresNIO
+
+/// Synchronous work on threads that may block, bridged to and from Swift concurrency.
+enum Blocking {
+    /// Runs `body` on a thread of its own and returns its result: a blocked thread here never
+    /// holds up a cooperative thread. Each call has a serial queue of its own, which Dispatch
+    /// gives a thread even while others wait on the network (a shared concurrent queue runs
+    /// about one block per core at a time, so transactions would queue behind blocked ones).
+    /// Calls come from leased connections, so no more run at once than a pool has connections.
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue(label: "CountdownStorePostgres.transaction").async {
+                continuation.resume(with: Result { try body() })
+            }
+        }
+    }
+}
+
+extension Blocking {
+    /// How long a statement's own failure may follow the closing of its connection.
+    static let closingGraceMs = 1000
+
+    /// Waits on this thread for `future`, the result of a statement on `connection`; throws
+    /// ``ConnectionLost`` if the connection has closed and the result still has not come a
+    /// moment later, and ``WaitAbandoned`` (closing the connection) once `watch` gives up. (The
+    /// connection and the watch are looked at every 0.1 s while the statement runs: a callback
+    /// on its closing would stay registered for as long as the connection lives.)
+    static func wait<T: Sendable>(
+        for future: EventLoopFuture<T>, on connection: PostgresConnection, watch: StatementWatch
+    ) throws -> T {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = OutcomeBox<T>()
+        future.whenComplete { result in
+            outcome.set(result)
+            done.signal()
+        }
+        var closedAt: DispatchTime?
+        while true {
+            if done.wait(timeout: .now() + .milliseconds(100)) == .success, let result = outcome.get() {
+                return try result.get()
+            }
+            if let reason = watch.reasonToGiveUp() {
+                // The session ends (the server rolls its transaction back once it answers again);
+                // the pool opens another connection when it needs one.
+                let closing: EventLoopFuture<Void> = connection.close()
+                closing.whenComplete { _ in }
+                throw WaitAbandoned(reason: reason)
+            }
+            guard connection.isClosed else { continue }
+            // Closed: the statement's own failure (with the server's reason) normally follows at once.
+            let now = DispatchTime.now()
+            let since = closedAt ?? now
+            closedAt = since
+            if now >= since + .milliseconds(closingGraceMs) { throw ConnectionLost() }
+        }
+    }
+}
+
+/// A statement's result, set once from an event loop and read from the waiting thread.
+private final class OutcomeBox<T: Sendable>: @unchecked Sendable {
+    // Safe: `value` is only touched under `lock`.
+    private let lock = NSLock()
+    private var value: Result<T, any Error>?
+
+    /// Keeps `result`.
+    func set(_ result: Result<T, any Error>) {
+        lock.withLock { value = result }
+    }
+
+    /// The result, once set.
+    func get() -> Result<T, any Error>? {
+        lock.withLock { value }
+    }
+}

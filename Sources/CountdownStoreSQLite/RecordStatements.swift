@@ -1,0 +1,77 @@
+import CountdownStoreCore
+import Foundation
+
+// The SQLite statements that write the records, and their bindings. The core decodes the rows
+// (`RecordRow`); this file binds them in the same column order.
+
+extension ItemRecord {
+    /// Every column, in the order the core decodes (``ItemRecord/init(row:)``) and ``bind(_:)``
+    /// binds: queries select exactly these, so rows decode by position rather than by name.
+    static let columns = selectedColumns
+
+    /// `SELECT <every column> FROM countdowns`.
+    static let select = "SELECT \(columns) FROM countdowns"
+
+    /// Inserts a new key, binding ``bind(_:)``'s values; does nothing when the key exists.
+    static let insertNewSQL = """
+        INSERT INTO countdowns (\(columns))
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (key) DO NOTHING
+        """
+
+    static let updateSQL = """
+        UPDATE countdowns SET id = ?1, key = ?2, group_name = ?3, kind = ?4, policy = ?5, state = ?6,
+            duration_ms = ?7, generation = ?8, start_offset_ms = ?9, gap_at_start_ms = ?10, started_at_ms = ?11,
+            paused_ms = ?12, paused_at_ms = ?13, deadline_ms = ?14, final_elapsed_ms = ?15, ended_at_ms = ?16,
+            expired_at_ms = ?17, payload = ?18, updated_at_ms = ?19
+        WHERE id = ?1
+        """
+
+    /// Binds the values of ``columns``, in order.
+    func bind(_ values: inout Bindings) {
+        values.add(id)
+        values.add(key)
+        values.add(group)
+        values.add(kind.rawValue)
+        values.add(policy.rawValue)
+        values.add(state.rawValue)
+        values.add(durationMs)
+        values.add(generation)
+        values.add(startOffsetMs)
+        values.add(gapAtStartMs)
+        values.add(startedAtMs)
+        values.add(pausedMs)
+        values.add(pausedAtMs)
+        values.add(deadlineMs)
+        values.add(finalElapsedMs)
+        values.add(endedAtMs)
+        values.add(expiredAtMs)
+        values.add(payload)
+        values.add(updatedAtMs)
+    }
+}
+
+extension EventRecord {
+    /// Every column, in the order the core decodes (``EventRecord/init(row:)``) and ``bind(_:)`` binds.
+    static let columns = selectedColumns
+
+    /// `SELECT <every column> FROM countdown_events`.
+    static let select = "SELECT \(columns) FROM countdown_events"
+
+    static let insertSQL = "INSERT INTO countdown_events (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+    /// Binds the values of ``columns``, in order.
+    func bind(_ values: inout Bindings) {
+        values.add(id)
+        values.add(kind)
+        values.add(key)
+        values.add(group)
+        values.add(generation)
+        values.add(atMs)
+        values.add(deadlineAtMs)
+        values.add(firedAtMs)
+        values.add(lateMs)
+        values.add(payload)
+        values.add(detail)
+    }
+}

@@ -1,0 +1,171 @@
+import CountdownStoreCore
+import CSQLiteShim
+import Foundation
+import GRDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Folds the write-ahead log into the database file while a ticker runs, at moments when no
+/// expiry is near, from a connection and a low-priority thread of its own.
+///
+/// SQLite checkpoints automatically in whichever commit pushes the WAL past 1,000 pages: that
+/// commit copies megabytes and syncs the file before it returns, and an expiry committed then
+/// is late by as much. While the ticker runs, the store's connection does not checkpoint; the
+/// ticker calls ``idle(untilNextDeadlineMs:)`` before it sleeps, and a passive checkpoint (it
+/// never blocks a writer) starts when the WAL holds 1,000 pages not yet copied and no deadline
+/// comes within 50 ms, or in any case once 262,144 pages (1 GiB of 4 KiB pages) are waiting:
+/// a burst of a thousand expiries a second, about ten pages each, can go on for 25 seconds
+/// before a checkpoint has to run beside it. Only for a store that opened its own file: a host's
+/// database keeps the host's settings.
+final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
+    // Safe: the mutable properties are reached only under `lock`; the rest is fixed at init.
+    private let lock = NSLock()
+    /// Frames in the WAL after the store connection's last commit (SQLite's WAL hook).
+    private var walFrames = 0
+    /// Frames the last checkpoint copied, counted in the WAL it saw.
+    private var checkpointed = 0
+    private var running = false
+    private var stopped = false
+    private var hasFinished = false
+    private var finished: CheckedContinuation<Void, Never>?
+    /// How many checkpoints have run, and who waits for a number of them (tests).
+    private var completed = 0
+    private var completionWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+
+    /// The store's own connection, whose automatic checkpoints this one replaces.
+    private let writer: any DatabaseWriter
+    private let queue: DatabaseQueue
+    private let pipe = WakePipe()
+
+    /// SQLite's own threshold for automatic checkpoints.
+    static let pagesWorthCopying = 1000
+    /// The WAL never holds more than this many pages waiting, near a deadline or not.
+    static let mostPagesWaiting = 262_144
+    /// How far the next deadline must be for a checkpoint to start.
+    static let quietMs: Int64 = 50
+
+    private init(writer: any DatabaseWriter, queue: DatabaseQueue) {
+        self.writer = writer
+        self.queue = queue
+    }
+
+    /// Takes over checkpointing for the store's own file at `path`, from a connection of its own.
+    static func start(for repository: SQLiteRepository, path: String) throws -> WALCheckpointer {
+        let queue = try DatabaseQueue(
+            path: path, configuration: DatabaseOpening.grdbConfiguration(
+                busyTimeout: repository.busyTimeout, durability: repository.durability))
+        let checkpointer = WALCheckpointer(writer: repository.writer, queue: queue)
+        try checkpointer.takeOverCheckpoints()
+        let thread = Thread { checkpointer.run() }
+        thread.name = "CountdownStore.WALCheckpointer"
+        #if !os(Linux)
+        thread.qualityOfService = .background
+        #endif
+        thread.start()
+        return checkpointer
+    }
+
+    /// The ticker is about to sleep and the next deadline is `gapMs` away (`nil`: none is due):
+    /// starts a checkpoint when one is worth it now.
+    func idle(untilNextDeadlineMs gapMs: Int64?) {
+        let start = lock.withLock { () -> Bool in
+            // A WAL smaller than what was copied has started again from its beginning.
+            let waiting = walFrames >= checkpointed ? walFrames - checkpointed : walFrames
+            guard !running, !stopped, waiting >= Self.pagesWorthCopying,
+                (gapMs ?? .max) >= Self.quietMs || waiting >= Self.mostPagesWaiting
+            else { return false }
+            running = true
+            return true
+        }
+        if start { pipe.poke() }
+    }
+
+    /// How many checkpoints have run so far.
+    var checkpointsRun: Int { lock.withLock { completed } }
+
+    /// Whether a checkpoint is under way.
+    var isCheckpointing: Bool { lock.withLock { running } }
+
+    /// Returns once `count` checkpoints have run in all.
+    func waitForCheckpoints(_ count: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = lock.withLock {
+                if completed >= count { return true }
+                completionWaiters.append((count, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Stops, waiting for a checkpoint under way, and gives the store's connection its automatic
+    /// checkpoints back.
+    func stop() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = lock.withLock {
+                stopped = true
+                if hasFinished { return true }
+                finished = continuation
+                return false
+            }
+            if done { continuation.resume() } else { pipe.poke() }
+        }
+        // The store's setting, which also replaces this checkpointer's WAL hook with SQLite's own.
+        try? writer.unsafeReentrantWrite { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 262144") }
+    }
+
+    private func run() {
+        #if os(Linux)
+        // On Linux the nice value of `who = 0` is the calling thread's alone: the lowest priority.
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+        #endif
+        while true {
+            pipe.wait(timeoutMs: -1)
+            let (stop, work) = lock.withLock { (stopped, running) }
+            if stop { break }
+            guard work else { continue }
+            CrashPoints.reach(.checkpointBefore)
+            let result = try? queue.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+            CrashPoints.reach(.checkpointAfter)
+            let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+                running = false
+                if let result { checkpointed = result.checkpointedFrameCount }
+                completed += 1
+                let ready = completionWaiters.filter { $0.count <= completed }.map(\.continuation)
+                completionWaiters.removeAll { $0.count <= completed }
+                return ready
+            }
+            waiters.forEach { $0.resume() }
+        }
+        try? queue.close()
+        let waiter = lock.withLock {
+            hasFinished = true
+            return finished
+        }
+        waiter?.resume()
+    }
+
+    /// Turns off the store connection's automatic checkpoints and counts its WAL frames instead.
+    private func takeOverCheckpoints() throws {
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        try writer.unsafeReentrantWrite { db in
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            guard let connection = db.sqliteConnection else { return }
+            // Lives until `stop()` hands the hook back to SQLite, which the ticker awaits.
+            sqlite3_wal_hook(
+                connection,
+                { context, _, _, frames in
+                    guard let context else { return SQLITE_OK }
+                    let checkpointer = Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue()
+                    checkpointer.lock.withLock { checkpointer.walFrames = Int(frames) }
+                    return SQLITE_OK
+                }, context)
+        }
+    }
+}
