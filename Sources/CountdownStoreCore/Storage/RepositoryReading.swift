@@ -1,0 +1,67 @@
+import Foundation
+
+/// A position in the soonest-first order of one source of active items: `(sort value, key)`.
+package struct SortPosition: Sendable, Hashable, Codable {
+    package var value: Int64
+    package var key: String
+}
+
+/// How many items are in one state and group.
+package struct CountRow: Sendable, Hashable {
+    package var state: CountdownState
+    package var group: String?
+    package var count: Int
+
+    /// A value with every field given.
+    package init(state: CountdownState, group: String?, count: Int) {
+        self.state = state
+        self.group = group
+        self.count = count
+    }
+}
+
+/// Reads inside one transaction. The store's logic is written against this protocol;
+/// ``SQLiteRepository`` implements it on GRDB.
+package protocol RepositoryReading {
+    func checkpoint() throws -> Checkpoint?
+    func lease() throws -> Lease
+    /// The checkpoint, the lease and the soonest deadlines, in one query: what every transaction reads first.
+    func clocks() throws -> (Checkpoint?, Lease, SoonestDeadlines)
+    func item(key: String) throws -> ItemRecord?
+    /// At most `limit` rows of `listing`, in its order (the lists themselves are in ``ItemListing``).
+    func items(_ listing: ItemListing, limit: Int) throws -> [ItemRecord]
+    /// Running countdowns of one policy whose deadline is at most `deadline`, counted per group.
+    func dueCounts(policy: CountdownPolicy, dueBy deadline: Int64) throws -> [(group: String?, count: Int)]
+    func counts() throws -> [CountRow]
+    func events(afterID: Int64, limit: Int) throws -> [EventRecord]
+    func lastEventID() throws -> Int64
+    /// The last generation of `key` before it was removed, if it ever was.
+    func retiredGeneration(key: String) throws -> Int64?
+    /// The most recent events, newest first.
+    func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord]
+    /// The items with these keys, whatever their state.
+    func items(keys: [String]) throws -> [ItemRecord]
+    /// The consumer's cursor; in a write transaction, its row stays locked until the end, so
+    /// that readers of one consumer take their claims one after another.
+    func consumerCursor(_ name: String) throws -> Int64?
+    /// The claims of a consumer, by first event id.
+    func consumerClaims(_ name: String) throws -> [ConsumerClaim]
+    /// `local`, a reading of this host's clock taken for this transaction, as the store's time
+    /// model must see it: SQLite keeps it as it is; an engine whose database has a clock of its
+    /// own puts that clock in place of the system clock, read in the same round trip as ``clocks()``.
+    func clockReading(_ local: ClockReading) throws -> ClockReading
+    /// For an engine whose database has a clock of its own: how far that clock (plus the
+    /// calibration offset) is ahead of the store wall clock `wall`, at the instant of the last
+    /// ``clockReading(_:)``; `nil` for SQLite.
+    func databaseClockSkew(wall: Int64) -> Int64?
+    /// Runs `body`, whose reads of items take no row locks even in a write transaction (where
+    /// engines that run writers side by side lock what they read): for reads that only decide
+    /// what to show, taken after other locks, where a lock would risk a deadlock.
+    func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T
+}
+
+extension RepositoryReading {
+    package func clockReading(_ local: ClockReading) throws -> ClockReading { local }
+    package func databaseClockSkew(wall: Int64) -> Int64? { nil }
+    package func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T { try body() }
+}

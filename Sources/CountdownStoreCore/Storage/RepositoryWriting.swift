@@ -1,0 +1,77 @@
+import Foundation
+
+extension RepositoryWriting {
+    package func lockClocks() throws {}
+
+    package func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool {
+        guard try insertNew(&item) else { return false }
+        try append(event(item))
+        return true
+    }
+}
+
+/// Writes inside one transaction.
+package protocol RepositoryWriting: RepositoryReading {
+    /// Runs `body` in a savepoint: when it throws, what it wrote is rolled back and the rest of
+    /// the transaction stays.
+    func savepoint<T>(_ body: () throws -> T) throws -> T
+    /// Locks the clock row until the transaction ends; called before the clocks are read by a
+    /// write that moves the checkpoint or the lease, so that those writes take turns while the
+    /// others run side by side. SQLite has one writer at a time already: nothing to do.
+    func lockClocks() throws
+    func save(_ checkpoint: Checkpoint, creating: Bool) throws
+    /// Whether the store holds any countdown or event (see ``FirstClockRow``).
+    func holdsItemsOrEvents() throws -> Bool
+    func save(_ lease: Lease) throws
+    /// Inserts `item` unless its key exists, continuing the generations of a removed key, and
+    /// sets its `id` and `generation`; returns `false`, having changed nothing, when the key exists.
+    func insertNew(_ item: inout ItemRecord) throws -> Bool
+    /// ``insertNew(_:)``, then, if it inserted, appends `event` made from the item. `lastWrite`
+    /// says that the transaction writes nothing after it, so an engine may send both in one
+    /// statement (PostgreSQL does).
+    func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool
+    func update(_ item: ItemRecord) throws
+    /// Deletes the item, remembering its generation so the key never reuses it.
+    func delete(_ item: ItemRecord) throws
+    func append(_ event: EventRecord) throws
+    /// Creates consumer `name` with its cursor at `cursor`; leaves one that exists as it is (a
+    /// writer running side by side may have created it since this transaction looked).
+    func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws
+    /// Moves a consumer's cursor forward to `id` (never back).
+    func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws
+    /// Inserts or replaces a claim (by consumer and first event id).
+    func save(_ claim: ConsumerClaim) throws
+    /// Deletes a consumer's claims whose last event id is at most `id`.
+    func deleteClaims(_ consumer: String, through id: Int64) throws
+    /// Writes `items`, each just marked expired (``ItemRecord/expire(at:)``), then appends
+    /// `events`: one statement for all where the engine can (PostgreSQL does).
+    func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws
+    /// Running countdowns of one policy due by `deadline`, in deadline order, at most `limit`,
+    /// to record their expiries: locked until the transaction ends where writers run side by
+    /// side, skipping rows another writer has locked (it is recording them).
+    func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord]
+    /// Deletes at most `limit` expired and cancelled items that ended before `cutoffMs`, oldest
+    /// first, keeping each key's last generation in `countdown_retired_keys` as `delete` does;
+    /// returns how many.
+    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64, limit: Int) throws -> Int
+    /// Deletes at most `limit` events among the oldest, recorded before `cutoffMs`, with an ID at
+    /// most `throughID` (what every named consumer that holds retention back has passed);
+    /// returns how many were deleted and whether older events than the cutoff may remain.
+    func deleteEvents(before cutoffMs: Int64, throughID: Int64, limit: Int) throws -> (deleted: Int, more: Bool)
+    /// Deletes at most `limit` rows of `countdown_retired_keys` removed before `cutoffMs` that
+    /// no event remains of (the oldest event was recorded at or after their removal); returns how many.
+    func deleteRetiredKeys(removedBefore cutoffMs: Int64, limit: Int) throws -> Int
+    /// Named consumers with their cursors and the instant each last moved.
+    func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)]
+}
+
+extension RepositoryWriting {
+    package func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws {
+        for item in items { try update(item) }
+        for event in events { try append(event) }
+    }
+
+    package func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord] {
+        try running(policy: policy, dueBy: deadline, group: nil, limit: limit)
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// Work an engine does in the background while a ticker runs (SQLite: folding the write-ahead
+/// log back into the file when no deadline is near).
+package protocol EngineUpkeep: AnyObject, Sendable {
+    /// The ticker is about to sleep, and the next deadline is `gapMs` away (`nil`: none is due).
+    func idle(untilNextDeadlineMs gapMs: Int64?)
+    /// Stops, waiting for work under way.
+    func stop() async
+}
+
+/// What the store needs of its database engine besides transactions: the signs of other
+/// connections' writes, upkeep while a ticker runs, inspection, and closing. The store's logic
+/// reaches the database through this protocol and ``CountdownRepository`` alone.
+package protocol StorageEngine: CountdownRepository {
+    /// A number that changes whenever another connection (another process) commits; the ticker
+    /// polls it to notice writes it was not told about.
+    func foreignChangeToken() async throws -> Int
+    /// Whether the database tells this engine of other connections' writes as they commit
+    /// (PostgreSQL's LISTEN/NOTIFY), so that ``watchForeignChanges(clock:_:)`` is worth running.
+    var pushesForeignChanges: Bool { get }
+    /// Calls `changed` whenever another connection's commit may matter (and whenever the engine
+    /// may have missed one), until the task is cancelled; the ticker runs it beside its loop.
+    func watchForeignChanges(clock: any StoreClock, _ changed: @escaping @Sendable () -> Void) async
+    /// Starts the engine's upkeep for a ticker that starts running; `nil` when the engine has
+    /// none (or the database is the host's to look after).
+    func startUpkeep() throws -> (any EngineUpkeep)?
+    /// The migrations the database records, in the order they were applied.
+    func appliedMigrations() async throws -> [String]
+    /// The migrations this build knows, in order.
+    var knownMigrations: [String] { get }
+    /// The engine's own integrity check: `["ok"]` when the database is sound.
+    func integrityCheck() async throws -> [String]
+    /// Folds the write-ahead log into the database and truncates it; whether all of it was.
+    func checkpointLog() async throws -> Bool
+    /// Closes what the store opened itself, after folding its log in; leaves a host's database open.
+    func close() throws
+    /// Makes the waits of the operations still under way give up now (they fail), for a store
+    /// that closes without waiting any longer for a database that does not answer; ``close()``
+    /// follows once they have ended. Engines whose every wait is bounded do nothing.
+    func abandonWaits()
+    /// What the engine adds to ``StoreDiagnostics`` (`clock`: this host's clock, to compare).
+    func details(clock: any StoreClock) async throws -> [EngineDetail]
+    /// Whether only the writes that must move the checkpoint do (the holder's heartbeats, clock
+    /// edits, suspending, calibrating), taking the clock row's lock first, while every other
+    /// write leaves the clock row alone and never queues on it: engines shared by hosts on
+    /// several machines, whose writers run side by side. Otherwise every write moves it.
+    var writersRunSideBySide: Bool { get }
+    /// `local` as the time model must see it outside a transaction: the engine's estimate of its
+    /// database's clock now (see ``RepositoryReading/clockReading(_:)``).
+    func clockReading(_ local: ClockReading) -> ClockReading
+    /// Leaves the database to other processes' writers for `pause` (real time): this store's own
+    /// writes wait meanwhile. Between the batches of a backlog.
+    func leaveWritesToOthers(for pause: Duration) async
+}
+
+extension StorageEngine {
+    package func leaveWritesToOthers(for pause: Duration) async {
+        try? await Task.sleep(for: pause)
+    }
+    package var pushesForeignChanges: Bool { false }
+    package func watchForeignChanges(clock: any StoreClock, _ changed: @escaping @Sendable () -> Void) async {}
+    package func details(clock: any StoreClock) async throws -> [EngineDetail] { [] }
+    package var writersRunSideBySide: Bool { false }
+    package func clockReading(_ local: ClockReading) -> ClockReading { local }
+    package func abandonWaits() {}
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+extension Now: ClockInstant {}
+
+/// The store's clocks at one instant, with the checkpoint they were extrapolated from, so that an
+/// instant on an item's own timeline can be placed on the store wall clock.
+///
+/// Between two checkpoints the clocks run in step: W and the `wall` timeline advance together
+/// (W at half speed while it slews, see ``Checkpoint/wall(after:)``), the `active` timeline only
+/// while a live lease holder ticks. A checkpoint moves only in ways that keep the instant at which
+/// each countdown due but not yet recorded reached zero (``Checkpoint/keepsPlacement(of:from:)``):
+/// that instant follows from the checkpoint alone, and every reader (the views too) computes the
+/// same instant, which does not move.
+struct Now: Sendable {
+    /// The three clocks now.
+    var clocks: StoreTime
+    /// The checkpoint the clocks were extrapolated from.
+    var base: Checkpoint
+    /// Whether time since the checkpoint counts as active.
+    var ticking: Bool
+
+    /// Whether this write left the checkpoint behind because expiries still to record would
+    /// have been placed elsewhere from the moved one (see ``Checkpoint/keepsPlacement(of:from:)``).
+    var checkpointBehindBacklog = false
+
+    /// Throws ``CheckpointBehindBacklog`` when this write left the checkpoint behind: for writes
+    /// that change the checkpoint themselves (suspending, calibrating), which must start from now.
+    func requireCheckpointAtNow() throws {
+        if checkpointBehindBacklog { throw CheckpointBehindBacklog() }
+    }
+
+    init(_ clocks: StoreTime, base: Checkpoint, ticking: Bool) {
+        self.clocks = clocks
+        self.base = base
+        self.ticking = ticking
+    }
+
+    /// W now.
+    var wall: Int64 { clocks.wall }
+    /// A now.
+    var active: Int64 { clocks.active }
+    /// G now.
+    var gap: Int64 { clocks.gap }
+
+    /// The item timeline of `policy` now.
+    func timeline(_ policy: CountdownPolicy) -> Int64 { clocks.timeline(policy) }
+
+    /// The instant on the store wall clock at which the `policy` timeline reads `value`; `nil`
+    /// for an `active` timeline that stands still (nobody ticks) and has not reached it.
+    ///
+    /// An `active` timeline that stands still now may still have reached `value` since the
+    /// checkpoint: this process read it while a lease holder ticked, before the lease ran out
+    /// (its readings never go back). It got there while ticking, so it is placed as if ticking.
+    func wall(when policy: CountdownPolicy, reaches value: Int64) -> Int64? {
+        let sinceBase = value - (policy == .wall ? base.active + base.gap : base.active)
+        if sinceBase < 0 { return base.heartbeatAt + sinceBase }  // before the checkpoint (a store written by an older version)
+        if policy == .active && !ticking && value > clocks.active { return nil }
+        return base.wall(after: sinceBase)
+    }
+}
+
+/// Thrown inside a write whose body must change the checkpoint when the write could not move it
+/// to now (expiries still to record): the store records them in batches and tries again. An
+/// engine passes it through as it is.
+package struct CheckpointBehindBacklog: Error {}
