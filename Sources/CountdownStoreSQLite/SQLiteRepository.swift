@@ -327,7 +327,7 @@ struct SQLiteTransaction: RepositoryWriting {
     /// depends on statistics (without them, SQLite may prefer sorting every paused item to
     /// walking the index that is already in order).
     func items(_ listing: ItemListing, limit: Int) throws -> [ItemRecord] {
-        let (conditions, values) = listing.whereClause { _ in "?" }
+        let (conditions, values) = listing.whereClause()
         let sql = ItemRecord.select + (listing.index.map { " INDEXED BY " + $0 } ?? "") + " WHERE " + conditions
             + (listing.order.map { " ORDER BY " + $0 } ?? "") + " LIMIT ?"
         return try db.all(

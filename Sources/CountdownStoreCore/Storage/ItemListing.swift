@@ -134,8 +134,12 @@ package struct ItemListing: Sendable, Hashable {
     }
 
     /// The conditions joined by `AND`, each `?` given by `placeholder` (called with the number of
-    /// the value, from `firstValue`), and the values in order.
-    package func whereClause(firstValue: Int = 1, placeholder: (Int) -> String) -> (sql: String, values: [Value]) {
+    /// the value, from `firstValue`) or left as it is without one, and the values in order.
+    package func whereClause(firstValue: Int = 1, placeholder: ((Int) -> String)? = nil) -> (sql: String, values: [Value]) {
+        guard let placeholder else {
+            // `?` as it is: the conditions joined, nothing to number.
+            return (conditions.map(\.sql).joined(separator: " AND "), conditions.flatMap(\.values))
+        }
         var sql = ""
         var values: [Value] = []
         for (number, condition) in conditions.enumerated() {
