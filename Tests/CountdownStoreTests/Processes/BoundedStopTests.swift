@@ -113,7 +113,7 @@ struct BoundedStopTests {
             let run = try HelperProcess(
                 ["--db", url, "run", "--consumer", "c"], executable: countdownBinary, shell: "exec >>'\(output)'; exec")
             try await eventually("run printed the expiry") {
-                guard run.process.isRunning else { throw FleetFailure("run ended by itself: \(run.finish(limit: 5, status: nil)) \(run.stderr)") }
+                guard run.process.isRunning else { throw FleetFailure("run ended by itself: \(await run.finish(limit: 5, status: nil)) \(run.stderr)") }
                 return (try? String(contentsOfFile: output, encoding: .utf8))?.contains("\"key\":\"due\"") == true
             }
             try await Task.sleep(for: .milliseconds(1500))  // heartbeats go on: the run holds the lease
@@ -202,7 +202,7 @@ struct BoundedStopTests {
         #expect(!FileManager.default.fileExists(atPath: done) && holder.process.isRunning, "the write lock was still held when show exited")
 
         _ = FileManager.default.createFile(atPath: done, contents: nil)
-        _ = holder.finish(limit: 30, status: 0)
+        _ = await holder.finish(limit: 30, status: 0)
     }
 }
 }

@@ -28,9 +28,9 @@ struct LeaseProcessTests {
         var pid: Int32 { process.processIdentifier }
 
         /// Sends `signal` and waits (bounded) for the host to end.
-        func kill(_ signal: Int32) {
+        func kill(_ signal: Int32) async {
             helper.kill(signal)
-            let lines = helper.finish(status: signal == SIGKILL ? nil : 0)
+            let lines = await helper.finish(status: signal == SIGKILL ? nil : 0)
             collected.withLock { $0 = lines }
         }
 
@@ -76,7 +76,7 @@ struct LeaseProcessTests {
         let keys = (0..<300).map { "order-\($0)" }
         try await writer.start(keys.enumerated().map { .countdown($1, duration: .milliseconds(500 + Int64($0) * 10)) })
         let leaseBefore = try await writer.database.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
-        first.kill(SIGKILL)
+        await first.kill(SIGKILL)
         let leaseAtDeath = try await writer.database.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
         try await eventually("the second host took over") { try Self.holderPID(reader) == second.pid }
         let leaseAfter = try await writer.database.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
@@ -95,7 +95,7 @@ struct LeaseProcessTests {
         #expect(Set(expiries.compactMap(\.key)) == Set(keys))
         #expect(expiries.allSatisfy { ($0.lateMs ?? -1) >= 0 && $0.firedAtMs! >= $0.deadlineAtMs! }, "none early")
 
-        second.kill(SIGTERM)
+        await second.kill(SIGTERM)
         #expect(second.process.terminationStatus == 0, "SIGTERM stops the host gracefully")
         #expect(try Self.holderPID(reader) == nil, "the lease was freed on the way out")
         let integrity = try await writer.database.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }

@@ -274,9 +274,9 @@ struct ToolTests {
     }
 
     /// Stops `run` with SIGTERM; returns its exit status and the JSON lines it printed.
-    func stop(_ run: HelperProcess) -> (status: Int32, lines: [[String: Any]]) {
+    func stop(_ run: HelperProcess) async -> (status: Int32, lines: [[String: Any]]) {
         run.kill(SIGTERM)
-        let lines = run.finish().compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+        let lines = await run.finish().compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
         return (run.process.terminationStatus, lines)
     }
 
@@ -331,7 +331,7 @@ struct ToolTests {
             try self.sqlite3("SELECT last_event_id >= (SELECT max(id) FROM countdown_events WHERE kind = 'expired') FROM countdown_consumers WHERE name = 'mailer'") == "1"
         }
         try countdown(["start", "next", "1h"])  // one more write while run goes on: nothing is delivered twice
-        let (status, lines) = stop(run)
+        let (status, lines) = await stop(run)
         #expect(status == 0)
         #expect(lines.map { $0["key"] as? String } == ["soon"])
         #expect(lines.first?["deadline_at"] as? String == zero)
@@ -365,7 +365,7 @@ struct ToolTests {
         try await eventually("run delivered the expiry") {
             try self.sqlite3("SELECT count(*) FROM countdown_consumers WHERE name = 'codable' AND last_event_id > 0") == "1"
         }
-        let (_, lines) = stop(run)
+        let (_, lines) = await stop(run)
         let line = try #require(lines.first)
         let event = try #require(try await store.recentEvents(kinds: [.expired]).first)
         let library = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(event)) as? [String: Any])
@@ -442,7 +442,7 @@ struct ToolTests {
             try self.expiredCount() == 5
         }
         try await Task.sleep(for: .milliseconds(300))  // let the lines be written and acknowledged
-        let (firstStatus, firstLines) = stop(first)
+        let (firstStatus, firstLines) = await stop(first)
         #expect(firstStatus == 0, "SIGTERM stops run gracefully")
         #expect(firstLines.count == 5)
         let line = try #require(firstLines.first)
@@ -458,7 +458,7 @@ struct ToolTests {
             try self.expiredCount() == 8
         }
         try await Task.sleep(for: .milliseconds(300))
-        let secondKeys = stop(second).lines.compactMap { $0["key"] as? String }
+        let secondKeys = await stop(second).lines.compactMap { $0["key"] as? String }
         #expect(secondKeys.sorted() == ["late-0", "late-1", "late-2"])
         let lease = try await DatabaseQueue(path: db).read { db in try String.fetchOne(db, sql: "SELECT holder FROM countdown_lease") }
         #expect(lease == nil, "the final heartbeat freed the lease")
@@ -471,7 +471,7 @@ struct ToolTests {
         let run = try startRun(["--consumer", "exec", "--exec", "echo \"$COUNTDOWN_KEY $COUNTDOWN_GROUP $COUNTDOWN_PAYLOAD $COUNTDOWN_LATE_MS\" >> \(marker)"])
         try await eventually("the command ran") { FileManager.default.fileExists(atPath: marker) }
         try await Task.sleep(for: .milliseconds(300))
-        _ = stop(run)
+        _ = await stop(run)
         let logged = try String(contentsOfFile: marker, encoding: .utf8)
         #expect(logged.hasPrefix("job g hello "))
         let cursor = try await DatabaseQueue(path: db).read { db in try Int64.fetchOne(db, sql: "SELECT last_event_id FROM countdown_consumers WHERE name = 'exec'") }

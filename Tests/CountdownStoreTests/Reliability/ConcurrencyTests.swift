@@ -105,7 +105,7 @@ struct ConcurrencyTests {
         }
         for run in runs { run.kill(SIGTERM) }
         for (name, run) in zip(["c1", "c2"], runs) {
-            let keys = run.finish().compactMap { line in
+            let keys = await run.finish().compactMap { line in
                 (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["key"] as? String
             }
             #expect(run.process.terminationStatus == 0, "run --consumer \(name) stops gracefully")

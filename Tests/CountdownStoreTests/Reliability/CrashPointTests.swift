@@ -48,7 +48,7 @@ struct CrashPointTests {
         var verdict = Verdict()
         let path = folder.path("\(operation)-\(point).sqlite")
         let helper = try HelperProcess(["crashpoint", path, point, operation])
-        let lines = helper.finish(limit: 120, status: nil)
+        let lines = await helper.finish(limit: 120, status: nil)
         let label = "\(point) during \(operation)"
         guard helper.signalled == SIGKILL else {
             let missed = lines.contains { $0.hasPrefix("missed") }

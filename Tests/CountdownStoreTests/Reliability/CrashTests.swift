@@ -73,7 +73,7 @@ struct CrashTests {
             worker.kill()
             var inFlight: String?
             var checkpointing = false
-            for line in worker.finish() {
+            for line in await worker.finish() {
                 let fields = line.split(separator: " ")
                 switch fields.first {
                 case "checkpoint":

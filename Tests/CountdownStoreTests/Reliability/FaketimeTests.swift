@@ -36,7 +36,7 @@ extension RealProcesses {
             }
             try await Task.sleep(for: .milliseconds(300))
             run.killChildren(SIGTERM)  // the wrapper forked `countdown run`
-            let lines = run.finish()
+            let lines = await run.finish()
             #expect(run.process.terminationStatus == 0)
             let line = try #require(lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }.first)
             #expect((line["late_ms"] as? Int).map { $0 >= 0 && $0 < 1000 } == true, "fired at the real deadline: \(line)")

@@ -13,11 +13,11 @@ extension RealProcesses {
 @Suite("Harness", .enabled(if: FileManager.default.isExecutableFile(atPath: tortureHelper.path)))
 struct HarnessTests {
     @Test("Regression: a helper that dies of a fatal error ends its output at once and shows its stderr")
-    func fatalErrorIsReported() throws {
+    func fatalErrorIsReported() async throws {
         let folder = try TemporaryFolder()
         let helper = try HelperProcess(["fatal", folder.path()])
         // Well within the limit: with the backtracer on, an orphaned backtracer kept the output open for good.
-        let lines = helper.finish(limit: 20, status: nil)
+        let lines = await helper.finish(limit: 20, status: nil)
         #expect(lines.isEmpty)
         #expect(helper.signalled != nil, "the helper died of a signal (its fatal error)")
         #expect(helper.stderr.contains("a deliberate fatal error"), "its stderr is kept for the report: \(helper.stderr)")
@@ -27,8 +27,8 @@ struct HarnessTests {
     func hangIsBounded() async throws {
         // A shell whose child keeps the output open after the shell itself is gone.
         let helper = try HelperProcess(["-c", "sleep 600 & exit 0"], executable: URL(fileURLWithPath: "/bin/sh"))
-        withKnownIssue("the harness reports the hang") {
-            _ = helper.finish(limit: 1, status: 0)
+        await withKnownIssue("the harness reports the hang") {
+            _ = await helper.finish(limit: 1, status: 0)
         }
         let group = helper.process.processIdentifier
         try await eventually("the whole process group is gone", limit: 10) { kill(-group, 0) != 0 }

@@ -49,7 +49,7 @@ extension RealProcesses {
             alpha.kill(SIGTERM)
             beta.kill(SIGTERM)
             for (name, run) in [("alpha", alpha), ("beta", beta)] {
-                let keys = run.finish().compactMap { line in
+                let keys = await run.finish().compactMap { line in
                     (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["key"] as? String
                 }
                 #expect(run.process.terminationStatus == 0)

@@ -26,7 +26,7 @@ struct PowerLossTests {
     static func trial(seed: UInt64, durability: CountdownStore.Durability, folder: TemporaryFolder, tally: inout Tally) async throws {
         let path = folder.path("\(durability)-\(seed).sqlite")
         let helper = try HelperProcess(["powerloss", path, String(seed), durability.rawValue])
-        let lines = helper.finish(limit: 120, status: nil)
+        let lines = await helper.finish(limit: 120, status: nil)
         let label = "seed \(seed), \(durability)"
         tally.trials += 1
         let acknowledged = lines.filter { $0.hasPrefix("ack ") }.count
@@ -74,7 +74,7 @@ struct PowerLossTests {
         // This seed cuts the power in the middle of the switch to WAL, the one write of a store
         // that goes through a rollback journal.
         let helper = try HelperProcess(["powerloss", path, "7380229082003519088", "normal"])
-        _ = helper.finish(limit: 60, status: nil)
+        _ = await helper.finish(limit: 60, status: nil)
         let journal = try FileManager.default.attributesOfItem(atPath: path + "-journal")[.size] as? Int ?? 0
         let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0
         try #require(helper.signalled == SIGKILL && journal > 0 && size % 4096 != 0, "the seed still leaves the case it stands for")

@@ -168,8 +168,16 @@ final class HelperProcess: @unchecked Sendable {
         _ executable: URL, _ arguments: [String], environment: [String: String] = [:], limit: Double = 60
     ) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = try HelperProcess(arguments, executable: executable, environment: environment)
-        _ = process.finish(limit: limit, status: nil)
+        _ = process.finishNow(limit: limit, status: nil)
         return (process.process.terminationStatus, process.stdout, process.stderr)
+    }
+
+    /// How the wait for the end of the process went.
+    private struct Ending: Sendable {
+        /// The output did not end within the limit: the group was killed.
+        var outputTimedOut = false
+        /// The output ended but the process did not exit within 10 s: the group was killed.
+        var exitTimedOut = false
     }
 
     /// Waits at most `limit` seconds for the output to end (EOF once the process is dead), then
@@ -178,20 +186,45 @@ final class HelperProcess: @unchecked Sendable {
     /// exit status `status` (a fatal error, a signal this test did not send) fails the test too;
     /// `nil` accepts any end.
     ///
-    /// Foundation's own notice of the exit is awaited only briefly, because under heavy process
-    /// churn `waitUntilExit` can miss it and wait forever.
-    func finish(limit: Double = 30, status: Int32? = 0) -> [String] {
+    /// The blocking waits run on a thread of their own, never on the tasks' shared threads: on a
+    /// machine of two cores, two tests blocked there would stall every other test of the process.
+    func finish(limit: Double = 30, status: Int32? = 0) async -> [String] {
+        let ending = await onThread { self.waitForEnd(limit: limit) }
+        return conclude(ending, limit: limit, status: status)
+    }
+
+    /// ``finish(limit:status:)`` on the calling thread, for the short runs of ``run(_:_:environment:limit:)``.
+    func finishNow(limit: Double = 30, status: Int32? = 0) -> [String] {
+        conclude(waitForEnd(limit: limit), limit: limit, status: status)
+    }
+
+    /// The blocking waits of ``finish(limit:status:)``. Foundation's own notice of the exit is
+    /// awaited only briefly, because under heavy process churn `waitUntilExit` can miss it and
+    /// wait forever.
+    private func waitForEnd(limit: Double) -> Ending {
+        var ending = Ending()
         if done.wait(timeout: .now() + limit) == .timedOut {
+            ending.outputTimedOut = true
             killGroup(process.processIdentifier)
             _ = done.wait(timeout: .now() + 5)
             _ = errorsDone.wait(timeout: .now() + 5)
-            Issue.record("\(name): its output did not end within \(Int(limit)) s; killed with its process group. stderr: \(stderr.suffix(2000))")
         }
         _ = errorsDone.wait(timeout: .now() + 5)
         let deadline = Date().addingTimeInterval(10)
         while process.isRunning, Date() < deadline { usleep(10_000) }
         if process.isRunning {
+            ending.exitTimedOut = true
             killGroup(process.processIdentifier)
+        }
+        return ending
+    }
+
+    /// Records what went wrong in the test's own task, and returns the complete lines.
+    private func conclude(_ ending: Ending, limit: Double, status: Int32?) -> [String] {
+        if ending.outputTimedOut {
+            Issue.record("\(name): its output did not end within \(Int(limit)) s; killed with its process group. stderr: \(stderr.suffix(2000))")
+        }
+        if ending.exitTimedOut {
             Issue.record("\(name): its output ended but it did not exit within 10 s; killed with its process group. stderr: \(stderr.suffix(2000))")
         } else if let status {
             let exitedAsExpected = process.terminationReason == .exit && process.terminationStatus == status
@@ -214,9 +247,9 @@ final class HelperProcess: @unchecked Sendable {
         if process.isRunning {
             killGroup(process.processIdentifier)
             Issue.record("\(name) did not finish within \(Int(seconds)) s; killed with its process group. stderr: \(stderr.suffix(2000))")
-            return finish(status: nil)
+            return await finish(status: nil)
         }
-        return finish(status: status)
+        return await finish(status: status)
     }
 }
 

@@ -16,7 +16,7 @@ struct OpeningTests {
     /// Unpacks `name` (a `.tar.xz`) into `folder`.
     static func unpack(_ name: String, into folder: TemporaryFolder) throws {
         let tar = try HelperProcess(["xJf", fixtures.appendingPathComponent(name).path, "-C", folder.url.path], executable: URL(fileURLWithPath: "/bin/tar"))
-        _ = tar.finish(limit: 60)
+        _ = tar.finishNow(limit: 60)
     }
 
     @Test("Regression: a store killed in the middle of a checkpoint (file shorter than its header says, the pages in the WAL) opens by itself, nothing lost")
@@ -48,12 +48,12 @@ struct OpeningTests {
         try Self.unpack("killed-mid-checkpoint.tar.xz", into: folder)
         let path = folder.path("store.sqlite")
         let list = try HelperProcess(["--db", path, "list", "--state", "all", "--json"], executable: countdownBinary)
-        let listed = list.finish(limit: 60).joined()
+        let listed = await list.finish(limit: 60).joined()
         let items = try #require(try JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]], "\(list.stderr)")
         #expect(items.count == 21)
         let doctor = try HelperProcess(["--db", path, "doctor", "--json"], executable: countdownBinary)
         let report = try #require(
-            try JSONSerialization.jsonObject(with: Data(doctor.finish(limit: 60).joined().utf8)) as? [String: Any], "\(doctor.stderr)")
+            try JSONSerialization.jsonObject(with: Data(await doctor.finish(limit: 60).joined().utf8)) as? [String: Any], "\(doctor.stderr)")
         #expect(report["integrity"] as? [String] == ["ok"] || report["integrity"] as? String == "ok", "\(report)")
     }
 

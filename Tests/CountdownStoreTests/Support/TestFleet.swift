@@ -387,7 +387,8 @@ final class FleetHost: Sendable {
     /// test with its stderr.
     func check() -> Bool {
         if helper.process.isRunning || ended.withLock({ $0 }) != nil { return true }
-        _ = helper.finish(limit: 5, status: nil)
+        // The host has ended: its output ends at once, so this wait is short.
+        _ = helper.finishNow(limit: 5, status: nil)
         let status = helper.process.terminationStatus
         Issue.record("host \(name) (pid \(helper.process.processIdentifier)) ended by itself (status \(status)); stderr: \(helper.stderr.suffix(3000))")
         ended.withLock { $0 = .stopped }
@@ -405,7 +406,7 @@ final class FleetHost: Sendable {
     func kill() async {
         signal(SIGKILL)
         let helper = helper
-        _ = await onThread { helper.finish(limit: 15, status: nil) }
+        _ = await helper.finish(limit: 15, status: nil)
     }
 
     /// Stops it gracefully (SIGCONT first, should it be stopped) and waits for it to end; it
@@ -420,7 +421,7 @@ final class FleetHost: Sendable {
         let helper = helper
         helper.kill(SIGCONT)
         helper.kill(SIGTERM)
-        _ = await onThread { helper.finish(limit: 20, status: 0) }
+        _ = await helper.finish(limit: 20, status: 0)
     }
 
     /// The expiries it printed so far (complete lines only).
