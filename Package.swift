@@ -9,6 +9,9 @@ let package = Package(
         // The same store on PostgreSQL, for hosts on several machines: the only product that
         // builds SwiftNIO, and one that builds no GRDB (`import CountdownStorePostgres` alone).
         .library(name: "CountdownStorePostgres", targets: ["CountdownStorePostgres"]),
+        // The live dashboard and HTTP API, as routes a Hummingbird host mounts: the only
+        // product that builds Hummingbird (`countdown serve` runs it too).
+        .library(name: "CountdownStoreServer", targets: ["CountdownStoreServer"]),
         .executable(name: "countdown", targets: ["countdown"]),
     ],
     dependencies: [
@@ -18,6 +21,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", exact: "2.0.1"),
         .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
+        // Metrics: the core reports through swift-metrics (the host bootstraps a backend); the
+        // server serves them in Prometheus text, on Hummingbird.
+        .package(url: "https://github.com/apple/swift-metrics", exact: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", exact: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
         // DocC (`bash .ci/check-docs` builds the catalog of `Sources/CountdownStore/`).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", exact: "1.5.0"),
     ],
@@ -34,6 +43,7 @@ let package = Package(
                 "CCountdownSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         // The SQLite engine, on GRDB: the embedded default.
@@ -59,11 +69,26 @@ let package = Package(
             ],
             plugins: ["EmbedMigrations"]
         ),
+        // The dashboard and HTTP API on Hummingbird, with the metrics in Prometheus text.
+        .target(
+            name: "CountdownStoreServer",
+            dependencies: [
+                "CountdownStoreCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
         .executableTarget(
             name: "countdown",
             dependencies: [
                 "CountdownStore",
                 "CountdownStorePostgres",
+                "CountdownStoreServer",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -113,6 +138,7 @@ let package = Package(
             dependencies: [
                 "CountdownStore",
                 "CountdownStorePostgres",
+                "CountdownStoreServer",
                 "CountdownHostExample",
                 "countdown",
                 "CountdownTortureHelper",
@@ -120,6 +146,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             // Files that real failures left behind, unpacked by the tests that use them.
             exclude: ["Fixtures"]

@@ -38,6 +38,9 @@ extension CountdownStore {
         public var expiryBatchSize: Int = 1000
         /// Where the store logs. Default: a logger labelled `CountdownStore`.
         public var logger: Logger
+        /// What the store reports through swift-metrics. Default: to the backend the host
+        /// bootstrapped, if any, without a group dimension.
+        public var metrics: MetricsOptions = MetricsOptions()
 
         /// A configuration with the stated defaults, any of which can be overridden here.
         public init(

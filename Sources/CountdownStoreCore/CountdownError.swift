@@ -147,7 +147,7 @@ extension CountdownError {
             "refused server time \(server): it is \(ahead) ahead of the store clock (\(wall)), more than a day; the store clock never goes back, so undoing it would leave the store clock at half speed for \(DurationText.format(milliseconds: 2 * differenceMs)); calibrate with force to accept it")
     }
 
-    static func notFound(_ key: String) -> CountdownError {
+    package static func notFound(_ key: String) -> CountdownError {
         CountdownError(.notFound, "no countdown with key \(quoted(key))")
     }
 }

@@ -104,7 +104,7 @@ extension CountdownStore {
     ) async throws(CountdownError) -> Countdown {
         let request = try ValidRequest(
             .countdown(key, duration: duration, group: group, policy: policy, payload: payload))
-        return try await writing { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
+        return try await writing(.start) { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
     }
 
     /// Starts a countdown that reaches zero at `deadline` on the store wall clock (which follows
@@ -118,7 +118,7 @@ extension CountdownStore {
         guard let deadlineMs = deadline.checkedMillisecondsSince1970 else {
             throw CountdownError(.invalidArgument, "invalid deadline \(deadline.described)")
         }
-        return try await writing { tx, time in
+        return try await writing(.start) { tx, time in
             let remaining = deadlineMs - time.wall
             guard remaining >= Validate.minimumDurationMs, remaining <= Validate.maximumDurationMs else {
                 throw CountdownError(
@@ -139,7 +139,7 @@ extension CountdownStore {
         whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
         let request = try ValidRequest(.stopwatch(key, group: group, policy: policy, payload: payload))
-        return try await writing { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
+        return try await writing(.start) { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
     }
 
     /// Starts many items in one transaction: all of them, or none when any input is refused.
@@ -161,7 +161,7 @@ extension CountdownStore {
             valid.append(checked)
         }
         let batch = valid
-        return try await writing { tx, time in
+        return try await writing(.start) { tx, time in
             try batch.indices.map { index in
                 try Self.start(batch[index], whenActive: whenActive, tx, time, lastWrite: index == batch.count - 1)
             }
@@ -234,10 +234,11 @@ extension CountdownStore {
     /// recorded expired first, so `change` sees it expired; that expiry commits even when
     /// `change` refuses.
     private func change(
-        _ key: String, _ change: @escaping @Sendable (inout ItemRecord, any RepositoryWriting, Now) throws -> Void
+        _ key: String, _ operation: WriteOperation,
+        _ change: @escaping @Sendable (inout ItemRecord, any RepositoryWriting, Now) throws -> Void
     ) async throws(CountdownError) -> Countdown {
         let key = try Validate.key(key)
-        let outcome: Result<Countdown, CountdownError> = try await writing { tx, time in
+        let outcome: Result<Countdown, CountdownError> = try await writing(operation) { tx, time in
             guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
             guard item.isDue(at: time) else {
                 try change(&item, tx, time)
@@ -276,7 +277,7 @@ extension CountdownStore {
     ///   ``CountdownError/Code/wrongState`` unless the item is running.
     @discardableResult
     public func pause(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key) { item, tx, time in
+        try await change(key, .pause) { item, tx, time in
             try Self.require(item, in: [.running], to: "pause")
             item.pause(at: time)
             try tx.update(item)
@@ -293,7 +294,7 @@ extension CountdownStore {
     ///   ``CountdownError/Code/wrongState`` unless the item is paused.
     @discardableResult
     public func resume(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key) { item, tx, time in
+        try await change(key, .resume) { item, tx, time in
             try Self.require(item, in: [.paused], to: "resume")
             item.resume(at: time)
             try tx.update(item)
@@ -310,7 +311,7 @@ extension CountdownStore {
     ///   ``CountdownError/Code/wrongState`` unless the item is running or paused.
     @discardableResult
     public func cancel(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key) { item, tx, time in
+        try await change(key, .cancel) { item, tx, time in
             try Self.require(item, in: [.running, .paused], to: "cancel")
             item.cancel(at: time)
             try tx.update(item)
@@ -326,7 +327,7 @@ extension CountdownStore {
     /// - Throws: ``CountdownError/Code/notFound`` for an unknown key.
     @discardableResult
     public func restart(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key) { item, tx, time in
+        try await change(key, .restart) { item, tx, time in
             item.restart(at: time)
             try tx.update(item)
             try tx.append(EventRecord(.restarted, item: item, at: time))
@@ -344,7 +345,7 @@ extension CountdownStore {
     @discardableResult
     public func extend(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
         let amountMs = try Validate.duration(amount, what: "extension")
-        return try await change(key) { item, tx, time in
+        return try await change(key, .extend) { item, tx, time in
             try Self.requireCountdown(item, to: "extend")
             let duration = (item.durationMs ?? 0) + amountMs
             guard duration <= Validate.maximumDurationMs else {
@@ -370,7 +371,7 @@ extension CountdownStore {
     @discardableResult
     public func shorten(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
         let amountMs = try Validate.duration(amount, what: "shortening")
-        return try await change(key) { item, tx, time in
+        return try await change(key, .shorten) { item, tx, time in
             try Self.requireCountdown(item, to: "shorten")
             let elapsed = max(0, item.rawElapsedMs(at: time))
             let shortened = (item.durationMs ?? 0) - amountMs
@@ -399,7 +400,7 @@ extension CountdownStore {
     /// - Throws: ``CountdownError/Code/notFound`` for an unknown key.
     @discardableResult
     public func remove(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key) { item, tx, time in
+        try await change(key, .remove) { item, tx, time in
             try tx.delete(item)
             try tx.append(EventRecord(.removed, item: item, at: time))
         }

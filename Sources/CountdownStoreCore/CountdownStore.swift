@@ -30,6 +30,8 @@ public final class CountdownStore: Sendable {
     let changes = ChangeSignal()
     /// What this instance keeps in memory: the clocks it handed out, the lease, its readers.
     let state = Locked(MemoryState())
+    /// What the store reports through swift-metrics.
+    let metrics: StoreMetrics
 
     struct MemoryState {
         /// No clock reading handed out by this instance goes below this.
@@ -55,6 +57,7 @@ public final class CountdownStore: Sendable {
         self.engine = engine
         self.path = path
         self.configuration = configuration
+        self.metrics = StoreMetrics(configuration.metrics)
         self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
     }

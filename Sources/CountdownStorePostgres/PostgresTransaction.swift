@@ -345,6 +345,15 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         ).rows.map(Self.event)
     }
 
+    func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
+        try flushEvents()
+        return try run(
+            "SELECT \(EventRecord.selectedColumns), payload_bytes FROM (SELECT * FROM \(p)countdown_events ORDER BY id DESC LIMIT $1) AS recent"
+                + " WHERE key = $2 ORDER BY id DESC LIMIT $3",
+            [.int(Int64(window)), .text(key), .int(Int64(limit))]
+        ).rows.map(Self.event)
+    }
+
     func items(keys: [String]) throws -> [ItemRecord] {
         // In key order, so that writers locking overlapping sets of keys take them in one order.
         let keys = writing ? keys.sorted() : keys

@@ -385,6 +385,17 @@ struct SQLiteTransaction: RepositoryWriting {
             }, EventRecord.init(row:))
     }
 
+    func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
+        try db.all(
+            "SELECT \(EventRecord.columns) FROM (SELECT * FROM countdown_events ORDER BY id DESC LIMIT ?) AS recent"
+                + " WHERE key = ? ORDER BY id DESC LIMIT ?",
+            bind: { values in
+                values.add(window)
+                values.add(key)
+                values.add(limit)
+            }, EventRecord.init(row:))
+    }
+
     func items(keys: [String]) throws -> [ItemRecord] {
         // Whole chunks share one prepared statement; only the last, shorter chunk needs its own.
         var items: [ItemRecord] = []

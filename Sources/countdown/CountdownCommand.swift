@@ -20,7 +20,7 @@ struct CountdownCommand: AsyncParsableCommand {
         subcommands: [
             Start.self, StartStopwatch.self, Show.self, List.self,
             Pause.self, Resume.self, Cancel.self, Restart.self, Remove.self, Extend.self, Shorten.self,
-            Run.self, Watch.self, Calibrate.self, Prune.self, Doctor.self, Demo.self,
+            Run.self, Watch.self, Serve.self, Calibrate.self, Prune.self, Doctor.self, Demo.self,
         ])
 }
 

@@ -36,10 +36,11 @@ struct GlobalOptions: ParsableArguments {
     /// folder (mode 0700) as needed.
     func openStore(
         defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger, claimTimeout: Duration? = nil,
-        retention: CountdownStore.Retention? = nil
+        retention: CountdownStore.Retention? = nil, metrics: CountdownStore.MetricsOptions? = nil
     ) async throws(CountdownError) -> CountdownStore {
         let path = databasePath(defaultFile: defaultFile)
         var configuration = CountdownStore.Configuration(logger: logger)
+        if let metrics { configuration.metrics = metrics }
         if let claimTimeout { configuration.claimTimeout = claimTimeout }
         if let retention { configuration.retention = retention }
         if isPostgresURL(path) {

@@ -31,7 +31,7 @@ extension CountdownStore {
         }
         noteClaims(of: name)
         let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
-        return try await writing(notifies: false, leavingExpiriesToHolder: true) { tx, now in
+        return try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
             // The consumer's row, locked: readers of one consumer claim one after another.
             guard let cursor = try tx.consumerCursor(name) else { return nil }
             var claims = try tx.consumerClaims(name)
@@ -92,7 +92,7 @@ extension CountdownStore {
     /// counts as `through`.
     func acknowledge(consumer name: String, eventID id: Int64, through: Bool) async throws(CountdownError) {
         let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
-        try await writing(notifies: false, leavingExpiriesToHolder: true) { tx, now in
+        try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
             let cursor = try tx.consumerCursor(name) ?? 0
             var claims = try tx.consumerClaims(name)
             let owner = claims.firstIndex { $0.firstID <= id && id <= $0.lastID }
@@ -119,7 +119,7 @@ extension CountdownStore {
         let names = consumer.map { [$0] } ?? claimedConsumers()
         guard !names.isEmpty else { return }
         let prefix = instanceID + ":"
-        try await writing(notifies: false, leavingExpiriesToHolder: true) { tx, now in
+        try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
             for name in names {
                 guard try tx.consumerCursor(name) != nil else { continue }
                 for var claim in try tx.consumerClaims(name)

@@ -181,6 +181,7 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                         }
                     }
                     defer { bufferIndex += 1 }
+                    if let consumer { store.metrics.delivered(1, consumer: consumer.consumer) }
                     return buffer[bufferIndex]
                 }
                 var wait: Bool
@@ -298,7 +299,7 @@ extension CountdownStore {
             throw CountdownError(.invalidArgument, error.message.replacingOccurrences(of: "key", with: "consumer name"))
         }
         let name = validName
-        try await writing(notifies: false) { tx, time in
+        try await writing(.consumer, notifies: false) { tx, time in
             guard try tx.consumerCursor(name) == nil else { return }
             let cursor = start == .beginning ? 0 : try tx.lastEventID()
             try tx.createConsumer(name, cursor: cursor, at: time.wall)

@@ -49,10 +49,11 @@ extension CountdownStore {
         }
         if let cutoff = cutoffs.items {
             while true {
-                let deleted = try await writing(notifies: false) { tx, time in
+                let deleted = try await writing(.prune, notifies: false) { tx, time in
                     try tx.deleteItems(endedBefore: cutoff, at: time.wall, limit: batch)
                 }
                 total.items += deleted
+                metrics.pruned(items: deleted, events: 0, retiredKeys: 0)
                 if deleted > 0 { progress?(total) }
                 if deleted < batch { break }
                 await spacing.next(self)
@@ -61,19 +62,21 @@ extension CountdownStore {
         if let cutoff = cutoffs.events {
             let horizon = try await eventHorizon(staleAfterMs: staleMs)
             while true {
-                let (deleted, more) = try await writing(notifies: false) { tx, _ in
+                let (deleted, more) = try await writing(.prune, notifies: false) { tx, _ in
                     try tx.deleteEvents(before: cutoff, throughID: horizon, limit: batch)
                 }
                 total.events += deleted
+                metrics.pruned(items: 0, events: deleted, retiredKeys: 0)
                 if deleted > 0 { progress?(total) }
                 if !more { break }
                 await spacing.next(self)
             }
             while true {
-                let deleted = try await writing(notifies: false) { tx, _ in
+                let deleted = try await writing(.prune, notifies: false) { tx, _ in
                     try tx.deleteRetiredKeys(removedBefore: cutoff, limit: batch)
                 }
                 total.retiredKeys += deleted
+                metrics.pruned(items: 0, events: 0, retiredKeys: deleted)
                 if deleted > 0 { progress?(total) }
                 if deleted < batch { break }
                 await spacing.next(self)
@@ -81,7 +84,7 @@ extension CountdownStore {
         }
         if total.items + total.events + total.retiredKeys > 0 {
             let result = total
-            try await writing { tx, time in
+            try await writing(.prune) { tx, time in
                 try tx.append(
                     EventRecord(
                         .pruned, at: time,
@@ -97,7 +100,7 @@ extension CountdownStore {
     /// a warning and a `consumer_stale` event, once per store instance.
     private func eventHorizon(staleAfterMs: Int64?) async throws(CountdownError) -> Int64 {
         let logger = configuration.logger
-        return try await writing(notifies: false) { tx, time in
+        return try await writing(.prune, notifies: false) { tx, time in
             var horizon = Int64.max
             for consumer in try tx.consumers() {
                 if let staleAfterMs, consumer.updatedAtMs < time.wall - staleAfterMs {

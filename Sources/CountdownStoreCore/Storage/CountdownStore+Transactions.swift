@@ -11,6 +11,9 @@ extension CountdownStore {
     /// When `body` refuses (throws a ``CountdownError``) the transaction is rolled back, except
     /// for the expiries it recorded on the way: a countdown found over stays over, with its event.
     ///
+    /// Once it commits, the store's metrics count the events it appended and how long it took
+    /// (under `operation`); a rolled-back transaction counts nothing.
+    ///
     /// - Parameters:
     ///   - notifies: whether the write changes items or events, so that waiters (the ticker,
     ///     event streams) should look again once it commits. Recorded expiries notify whatever it says.
@@ -22,11 +25,11 @@ extension CountdownStore {
     ///     held (by this instance or another): a named consumer's claims and acknowledgements,
     ///     which deliver what the holder's ticker records rather than doing its work.
     func writing<T: Sendable>(
-        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = false,
-        _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
+        _ operation: WriteOperation, notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
+        leavingExpiriesToHolder: Bool = false, _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
     ) async throws(CountdownError) -> T {
         try await writing(
-            notifies: notifies, movesCheckpoint: movesCheckpoint, expiryLimit: expiryLimit,
+            operation, notifies: notifies, movesCheckpoint: movesCheckpoint, expiryLimit: expiryLimit,
             leavingExpiriesToHolder: leavingExpiriesToHolder
         ) { tx, now, _ in
             try body(tx, now)
@@ -43,22 +46,32 @@ extension CountdownStore {
     /// A body that never refuses (`bodyMayRefuse: false`) runs without the savepoint that keeps
     /// the expiries of a refused write.
     func writing<T: Sendable>(
-        notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil, leavingExpiriesToHolder: Bool = false,
-        bodyMayRefuse: Bool = true, _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
+        _ operation: WriteOperation, notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
+        leavingExpiriesToHolder: Bool = false, bodyMayRefuse: Bool = true,
+        _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
     ) async throws(CountdownError) -> T {
         let limit = max(1, expiryLimit ?? configuration.writeExpiryBatch)
+        let metered = metrics.enabled
         while true {
-            let outcome: (result: Result<T, CountdownError>, expired: Bool)?
+            let outcome: (result: Result<T, CountdownError>, expired: Bool, tally: EventTally?)?
+            let started = ContinuousClock.now
             outcome = try await translatingErrors(path: path) {
                 do {
-                    return try await using.run { try await engine.write { tx in
+                    return try await using.run { try await engine.write { engineTransaction in
+                        // With a metrics backend, the events this attempt appends are noted.
+                        let meter = metered ? MeteredTransaction(engineTransaction) : nil
+                        let tx: any RepositoryWriting = meter ?? engineTransaction
                         let (now, expired) = try self.advanceClocks(
                             tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit, leavingToHolder: leavingExpiriesToHolder)
-                        guard !expired.isEmpty, bodyMayRefuse else { return (.success(try body(tx, now, expired)), !expired.isEmpty) }
+                        guard !expired.isEmpty, bodyMayRefuse else {
+                            let result = try body(tx, now, expired)
+                            return (.success(result), !expired.isEmpty, meter?.tally)
+                        }
                         do {
-                            return (.success(try tx.savepoint { try body(tx, now, expired) }), true)
+                            let result = try tx.savepoint { try body(tx, now, expired) }
+                            return (.success(result), true, meter?.tally)
                         } catch let refusal as CountdownError {
-                            return (.failure(refusal), true)
+                            return (.failure(refusal), true, meter?.tally)
                         }
                     } }
                 } catch is CheckpointBehindBacklog {
@@ -73,6 +86,7 @@ extension CountdownStore {
                 continue
             }
             if notifies || outcome.expired { changes.bump() }
+            metrics.committed(operation, duration: ContinuousClock.now - started, tally: outcome.tally)
             return try outcome.result.get()
         }
     }

@@ -39,6 +39,11 @@ package protocol RepositoryReading {
     func retiredGeneration(key: String) throws -> Int64?
     /// The most recent events, newest first.
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord]
+    /// The events of `key` among the `window` most recent events of the store, newest first, at
+    /// most `limit`: a bounded read however many events the store holds.
+    func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord]
+    /// Named consumers with their cursors and the instant each last moved.
+    func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)]
     /// The items with these keys, whatever their state.
     func items(keys: [String]) throws -> [ItemRecord]
     /// The consumer's cursor; in a write transaction, its row stays locked until the end, so

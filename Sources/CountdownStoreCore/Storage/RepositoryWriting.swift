@@ -61,8 +61,6 @@ package protocol RepositoryWriting: RepositoryReading {
     /// Deletes at most `limit` rows of `countdown_retired_keys` removed before `cutoffMs` that
     /// no event remains of (the oldest event was recorded at or after their removal); returns how many.
     func deleteRetiredKeys(removedBefore cutoffMs: Int64, limit: Int) throws -> Int
-    /// Named consumers with their cursors and the instant each last moved.
-    func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)]
 }
 
 extension RepositoryWriting {

@@ -108,6 +108,10 @@ public final class CountdownTicker: Service, Sendable {
                     try await self.retainWhileHolding()
                     return false
                 }
+                tasks.addTask {
+                    try await self.gaugeWhileHolding()
+                    return false
+                }
                 defer { tasks.cancelAll() }
                 while let loopEnded = try await tasks.next(), !loopEnded {}
             }
@@ -201,6 +205,7 @@ public final class CountdownTicker: Service, Sendable {
                     }
                     holding = nowHolding
                     state.withLock { $0.lease = status }
+                    store.metrics.leaseHeld(nowHolding)
                     nextHeartbeat = passBoot + heartbeatMs
                 }
                 if passBoot >= nextPoll {
@@ -311,6 +316,30 @@ public final class CountdownTicker: Service, Sendable {
         } catch {
             if !Task.isCancelled {
                 logger.warning("retention pass failed; trying again later", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    // MARK: - Gauges
+
+    /// While this ticker holds the lease and a metrics backend is set, refreshes the store's
+    /// gauges (items by state, each named consumer's lag) every
+    /// ``CountdownStore/MetricsOptions/gaugeInterval``, the first soon after the lease is taken.
+    private func gaugeWhileHolding() async throws {
+        guard store.metrics.enabled else { return }
+        let clock = store.configuration.clock
+        let intervalMs = max(100, store.configuration.metrics.gaugeInterval.milliseconds)
+        var next = clock.bootMilliseconds + min(intervalMs, 1000)
+        while !Task.isCancelled {
+            try await clock.sleep(untilBootMilliseconds: next)
+            next = clock.bootMilliseconds + intervalMs
+            guard isHolding else { continue }
+            do {
+                try await store.refreshGauges()
+            } catch {
+                if !Task.isCancelled {
+                    store.configuration.logger.warning("could not read the metrics' gauges; trying again later", metadata: ["error": "\(error)"])
+                }
             }
         }
     }

@@ -1,0 +1,301 @@
+import CountdownStoreCore
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// The routes of a ``CountdownDashboard``: each handler turns its request into one call of the
+/// library and its answer (or refusal) into JSON.
+struct APIRoutes<Context: RequestContext>: Sendable {
+    static var maximumBody: Int { APILimits.maximumBody }
+    static var maximumLimit: Int { APILimits.maximumLimit }
+
+    let dashboard: CountdownDashboard
+    var store: CountdownStore { dashboard.store }
+
+    /// What every page, file and answer is served with: no script, style, frame or form from
+    /// anywhere but the page's own origin, no sniffing, no referrer.
+    static var securityHeaders: HTTPFields {
+        var headers = HTTPFields()
+        headers[.contentSecurityPolicy] =
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
+        headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
+        return headers
+    }
+
+    func add(to router: some RouterMethods<Context>) {
+        router.get("") { request, _ in try page(request) }
+        router.get("dashboard.js") { _, _ in asset(DashboardAssets.script, type: "text/javascript; charset=utf-8") }
+        router.get("dashboard.css") { _, _ in asset(DashboardAssets.style, type: "text/css; charset=utf-8") }
+        router.get("healthz") { _, _ in await answer { try await health() } }
+        router.get("api/status") { _, _ in await answer { try await status() } }
+        router.get("api/countdowns") { request, _ in await answer { try await list(request) } }
+        router.post("api/countdowns") { request, _ in await answer { try await start(request) } }
+        router.get("api/countdowns/:key") { _, context in
+            await answer { try await item(try key(context)) }
+        }
+        router.get("api/countdowns/:key/events") { request, context in
+            await answer { try await events(request, key: try key(context)) }
+        }
+        router.post("api/countdowns/:key/:action") { request, context in
+            await answer { try await act(request, key: try key(context), action: context.parameters.get("action") ?? "") }
+        }
+        router.get("api/stream") { _, _ in
+            do {
+                var response = try await EventStream(store: store, stopping: dashboard.stopping).response()
+                response.headers.append(contentsOf: Self.securityHeaders)
+                return response
+            } catch {
+                return await refusal(APIError.from(error))
+            }
+        }
+        if let registry = dashboard.metricsRegistry {
+            router.get("metrics") { _, _ in
+                var text = [UInt8]()
+                registry.emit(into: &text)
+                var headers = Self.securityHeaders
+                headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+                headers[.cacheControl] = "no-store"
+                return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
+            }
+        }
+    }
+
+    // MARK: - The page
+
+    /// The page, at the path with a trailing slash (its files and API are relative to it).
+    private func page(_ request: Request) throws -> Response {
+        let path = request.uri.path
+        guard path.hasSuffix("/") else {
+            var headers = Self.securityHeaders
+            let query = request.uri.query.map { "?" + $0 } ?? ""
+            headers[.location] = (path.split(separator: "/").last.map(String.init) ?? "") + "/" + query
+            return Response(status: .permanentRedirect, headers: headers)
+        }
+        return asset(DashboardAssets.html, type: "text/html; charset=utf-8")
+    }
+
+    private func asset(_ text: String, type: String) -> Response {
+        var headers = Self.securityHeaders
+        headers[.contentType] = type
+        headers[.cacheControl] = "no-cache"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    // MARK: - Answers
+
+    /// Runs `work` and answers with its JSON, or with the refusal it threw; either way with the
+    /// store's wall clock in `X-Countdown-Now-Ms`, from which the page counts down.
+    private func answer(status: HTTPResponse.Status = .ok, _ work: () async throws -> any Encodable & Sendable) async -> Response {
+        do {
+            return try await json(try await work(), status: status)
+        } catch {
+            return await refusal(APIError.from(error))
+        }
+    }
+
+    private func json(_ value: any Encodable & Sendable, status: HTTPResponse.Status = .ok) async throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = try encoder.encode(value)
+        var headers = Self.securityHeaders
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        if let now = try? await store.now() {
+            headers[HTTPField.Name("X-Countdown-Now-Ms")!] = String(now.wall)
+        }
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    private func refusal(_ error: APIError) async -> Response {
+        let body = ErrorJSON(error: .init(code: error.code, message: error.message))
+        if let response = try? await json(body, status: error.status) { return response }
+        return Response(status: error.status)
+    }
+
+    // MARK: - Reads
+
+    private func health() async throws -> [String: String] {
+        _ = try await store.now()
+        return ["status": "ok"]
+    }
+
+    private func status() async throws -> StatusJSON {
+        async let counts = store.counts()
+        async let clock = store.clockStatus()
+        async let consumers = store.consumerStatuses()
+        return StatusJSON(
+            counts: try await counts, clock: try await clock, consumers: try await consumers, instanceID: store.instanceID,
+            readOnly: { if case .readOnly = dashboard.writeAccess { return true } else { return false } }())
+    }
+
+    private func list(_ request: Request) async throws -> PageJSON {
+        let query = request.uri.queryParameters
+        let stateText = query.get("state") ?? "active"
+        guard let filter = StateFilter(rawValue: stateText) else {
+            throw APIError.invalid(
+                "invalid state \(quoted(stateText)): must be one of \(StateFilter.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let group = query.get("group").flatMap { $0.isEmpty ? nil : $0 }
+        var limit = 100
+        if let text = query.get("limit") {
+            guard let value = Int(text), (1...Self.maximumLimit).contains(value) else {
+                throw APIError.invalid("invalid limit \(quoted(text)): must be a whole number from 1 to \(Self.maximumLimit)")
+            }
+            limit = value
+        }
+        let cursor = try query.get("after").flatMap { $0.isEmpty ? nil : $0 }.map(CursorText.decode)
+        let page = try await store.list(filter, group: group, limit: limit, after: cursor)
+        var now = page.items.first?.computedAt
+        if now == nil { now = try await store.now() }
+        let time = now ?? StoreTime(wall: 0, active: 0, gap: 0)
+        return PageJSON(
+            items: page.items, next: try page.next.map(CursorText.encode), now: StoreTime.iso8601(milliseconds: time.wall),
+            nowMs: time.wall)
+    }
+
+    private func item(_ key: String) async throws -> Countdown {
+        guard let item = try await store.countdown(key) else { throw CountdownError.notFound(key) }
+        return item
+    }
+
+    private func events(_ request: Request, key: String) async throws -> EventsJSON {
+        var limit = 50
+        if let text = request.uri.queryParameters.get("limit") {
+            guard let value = Int(text), (1...Self.maximumLimit).contains(value) else {
+                throw APIError.invalid("invalid limit \(quoted(text)): must be a whole number from 1 to \(Self.maximumLimit)")
+            }
+            limit = value
+        }
+        return EventsJSON(items: try await store.recentEvents(of: key, limit: limit).map(EventJSON.init))
+    }
+
+    // MARK: - Writes
+
+    /// Refuses a write the dashboard's access does not allow; reads nothing of the request first.
+    private func authorize(_ request: Request) throws {
+        switch dashboard.writeAccess {
+        case .open: return
+        case .readOnly: throw APIError.readOnly
+        case .bearerToken(let token):
+            guard BearerToken(token).accepts(request.headers[.authorization]) else { throw APIError.unauthorized }
+        }
+    }
+
+    private func body<T: Decodable>(_ request: Request, as type: T.Type) async throws -> T {
+        let buffer = try await request.body.collect(upTo: Self.maximumBody)
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch let error as DecodingError {
+            throw APIError.invalid("invalid JSON body: \(DecodingText.describe(error))")
+        }
+    }
+
+    private func start(_ request: Request) async throws -> Countdown {
+        try authorize(request)
+        let body = try await body(request, as: StartBody.self)
+        let policy = try Self.parse(body.policy, as: CountdownPolicy.self, what: "policy") ?? .wall
+        let whenActive = try Self.parse(body.whenActive, as: WhenActive.self, what: "when_active") ?? .refuse
+        let payload = body.payload.map(CountdownPayload.text)
+        switch body.kind ?? "countdown" {
+        case "countdown":
+            guard let text = body.duration else {
+                throw CountdownError(.invalidDuration, "missing duration: give one like 90s, 15m or 1h30m (or \"kind\": \"stopwatch\")")
+            }
+            let duration = try DurationText.parse(text)
+            return try await store.start(
+                body.key, duration: duration, group: body.group, policy: policy, payload: payload, whenActive: whenActive)
+        case "stopwatch":
+            guard body.duration == nil else { throw APIError.invalid("a stopwatch has no duration: leave \"duration\" out") }
+            return try await store.startStopwatch(body.key, group: body.group, policy: policy, payload: payload, whenActive: whenActive)
+        case let other:
+            throw APIError.invalid("invalid kind \(quoted(other)): must be countdown or stopwatch")
+        }
+    }
+
+    private func act(_ request: Request, key: String, action: String) async throws -> Countdown {
+        let known = ["pause", "resume", "cancel", "restart", "remove", "extend", "shorten"]
+        guard known.contains(action) else {
+            throw APIError(.notFound, code: "unknownAction", "unknown action \(quoted(action)): one of \(known.joined(separator: ", "))")
+        }
+        try authorize(request)
+        switch action {
+        case "pause": return try await store.pause(key)
+        case "resume": return try await store.resume(key)
+        case "cancel": return try await store.cancel(key)
+        case "restart": return try await store.restart(key)
+        case "remove": return try await store.remove(key)
+        default:
+            let amount = try DurationText.parse(try await body(request, as: AmountBody.self).duration)
+            return action == "extend" ? try await store.extend(key, by: amount) : try await store.shorten(key, by: amount)
+        }
+    }
+
+    // MARK: - Parsing
+
+    /// The `key` of the path, percent-decoded (a key may hold any character, `/` included).
+    private func key(_ context: Context) throws -> String {
+        let raw = context.parameters.get("key") ?? ""
+        guard let key = raw.removingPercentEncoding else {
+            throw APIError(.badRequest, code: CountdownError.Code.invalidKey.name, "invalid key \(quoted(raw)): bad percent-encoding")
+        }
+        return key
+    }
+
+    private static func parse<T: RawRepresentable & CaseIterable>(_ text: String?, as type: T.Type, what: String) throws -> T?
+    where T.RawValue == String {
+        guard let text else { return nil }
+        guard let value = T(rawValue: text) else {
+            throw APIError.invalid(
+                "invalid \(what) \(quoted(text)): must be one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        return value
+    }
+}
+
+/// The bounds of what the API reads and answers.
+enum APILimits {
+    /// The largest request body read (a payload is at most 64 KiB; escaped in JSON it may be more).
+    static let maximumBody = 256 * 1024
+    /// The largest page of `GET api/countdowns`.
+    static let maximumLimit = 1000
+}
+
+/// A list cursor as text for a URL: its JSON in base64url.
+enum CursorText {
+    static func encode(_ cursor: ListCursor) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return try encoder.encode(cursor).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decode(_ text: String) throws -> ListCursor {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard text.utf8.count <= 4096, let data = Data(base64Encoded: base64),
+            let cursor = try? JSONDecoder().decode(ListCursor.self, from: data)
+        else {
+            throw APIError.invalid("invalid cursor \(quoted(text)): pass back the \"next\" of the previous page unchanged")
+        }
+        return cursor
+    }
+}
+
+/// What a `DecodingError` says, in one line that names the field.
+enum DecodingText {
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let names = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return names.isEmpty ? "the body" : "\"" + names.joined(separator: ".") + "\""
+        }
+        switch error {
+        case .keyNotFound(let key, _): return "missing \"\(key.stringValue)\""
+        case .typeMismatch(let type, let context): return "\(path(context)) must be \(type == String.self ? "a string" : "\(type)")"
+        case .valueNotFound(let type, let context): return "\(path(context)) must be \(type == String.self ? "a string" : "\(type)"), not null"
+        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not JSON" : "\(path(context)) is not valid"
+        @unknown default: return "not the expected JSON"
+        }
+    }
+}

@@ -1,0 +1,1837 @@
+/// The dashboard's page, script and styles, built into the binary: a `countdown` copied alone still serves them.
+///
+/// Served under a strict Content-Security-Policy: the page loads only `dashboard.js` and
+/// `dashboard.css`, by relative URLs, so it works under any path prefix. The script puts every
+/// piece of data into the DOM as text or as a `data-*` attribute, never as markup. The files hold
+/// non-ASCII characters (—, …, “ ”): serve them with `charset=utf-8`.
+enum DashboardAssets {
+    /// The page (`GET {base}/`).
+    static let html = #"""
+    <!doctype html>
+    <html lang="en">
+    <head>
+      <meta charset="utf-8">
+      <meta name="viewport" content="width=device-width, initial-scale=1">
+      <meta name="color-scheme" content="light dark">
+      <meta name="referrer" content="no-referrer">
+      <title>CountdownStore</title>
+      <link rel="icon" href="data:,">
+      <link rel="stylesheet" href="dashboard.css">
+      <script src="dashboard.js" defer></script>
+    </head>
+    <body>
+      <header class="topbar">
+        <div class="brand">
+          <span class="logo" aria-hidden="true"></span>
+          <h1>CountdownStore</h1>
+          <span id="connection" class="connection" data-state="connecting" role="status">connecting</span>
+          <span id="readonly" class="pill readonly" hidden>read-only</span>
+        </div>
+        <div class="clock-box">
+          <span class="label">Server time</span>
+          <time id="server-clock" class="server-clock num">--:--:--</time>
+        </div>
+        <form id="token-form" class="token-form" autocomplete="off">
+          <label for="token" class="label">Write token</label>
+          <input id="token" name="token" type="password" autocomplete="off" spellcheck="false" placeholder="paste the token">
+          <button id="token-save" type="submit">Use token</button>
+          <span id="token-state" class="token-state" data-state="off">no token</span>
+        </form>
+      </header>
+
+      <div id="error" class="banner" role="status" aria-live="polite" hidden>
+        <span class="banner-icon" aria-hidden="true">!</span>
+        <span id="error-text" class="banner-text"></span>
+        <button id="error-close" type="button" class="ghost">Dismiss</button>
+      </div>
+      <div id="notice" class="notice" role="status" aria-live="polite" hidden></div>
+
+      <div class="layout">
+        <main class="main">
+          <section id="summary" class="summary" aria-label="Countdowns by state">
+            <button type="button" class="card running" data-state="running" aria-pressed="false">
+              <span class="card-label">Running</span><span id="count-running" class="card-count num">—</span>
+            </button>
+            <button type="button" class="card paused" data-state="paused" aria-pressed="false">
+              <span class="card-label">Paused</span><span id="count-paused" class="card-count num">—</span>
+            </button>
+            <button type="button" class="card expired" data-state="expired" aria-pressed="false">
+              <span class="card-label">Expired</span><span id="count-expired" class="card-count num">—</span>
+            </button>
+            <button type="button" class="card cancelled" data-state="cancelled" aria-pressed="false">
+              <span class="card-label">Cancelled</span><span id="count-cancelled" class="card-count num">—</span>
+            </button>
+          </section>
+
+          <section class="panel list-panel" aria-labelledby="list-title">
+            <div class="panel-head">
+              <h2 id="list-title">Countdowns</h2>
+              <div class="filters">
+                <label class="field">
+                  <span class="label">State</span>
+                  <select id="state-filter" name="state">
+                    <option value="active" selected>Active</option>
+                    <option value="running">Running</option>
+                    <option value="paused">Paused</option>
+                    <option value="expired">Expired</option>
+                    <option value="cancelled">Cancelled</option>
+                    <option value="all">All</option>
+                  </select>
+                </label>
+                <label class="field">
+                  <span class="label">Group</span>
+                  <select id="group-filter" name="group">
+                    <option value="" selected>All groups</option>
+                  </select>
+                </label>
+                <label class="field grow">
+                  <span class="label">Key</span>
+                  <input id="search" type="search" placeholder="Filter loaded rows · Enter opens a key" autocomplete="off" spellcheck="false">
+                </label>
+              </div>
+            </div>
+            <div class="table-wrap">
+              <table id="countdowns" aria-busy="true">
+                <caption class="visually-hidden">Countdowns matching the filters; times count on the server's clock</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Key</th>
+                    <th scope="col">Group</th>
+                    <th scope="col">Kind · policy</th>
+                    <th scope="col">State</th>
+                    <th scope="col" class="progress">Progress</th>
+                    <th scope="col">Remaining</th>
+                    <th scope="col">Deadline</th>
+                    <th scope="col"><span class="visually-hidden">Actions</span></th>
+                  </tr>
+                </thead>
+                <tbody id="rows"></tbody>
+              </table>
+            </div>
+            <p id="empty" class="empty" hidden>No countdowns match these filters.</p>
+            <div class="list-foot">
+              <span id="list-count" class="muted num"></span>
+              <button id="more" type="button" hidden>Load more</button>
+            </div>
+          </section>
+        </main>
+
+        <aside class="side">
+          <section class="panel" aria-labelledby="new-title">
+            <h2 id="new-title">New countdown</h2>
+            <form id="new" class="new-form" autocomplete="off">
+              <label class="field">
+                <span class="label">Key</span>
+                <input name="key" type="text" required spellcheck="false" placeholder="order-1044">
+              </label>
+              <label class="field">
+                <span class="label">Duration</span>
+                <input name="duration" type="text" required spellcheck="false" placeholder="90s, 15m, 1h30m">
+              </label>
+              <div class="field-row">
+                <label class="field">
+                  <span class="label">Group</span>
+                  <input name="group" type="text" spellcheck="false" placeholder="optional">
+                </label>
+                <label class="field">
+                  <span class="label">Policy</span>
+                  <select name="policy">
+                    <option value="wall" selected>wall</option>
+                    <option value="active">active</option>
+                  </select>
+                </label>
+              </div>
+              <label class="field">
+                <span class="label">Payload</span>
+                <textarea name="payload" rows="2" spellcheck="false" placeholder="optional text handed over on expiry"></textarea>
+              </label>
+              <button type="submit" class="primary">Start countdown</button>
+            </form>
+          </section>
+
+          <section class="panel store" aria-labelledby="store-title">
+            <div class="panel-head">
+              <h2 id="store-title">Store</h2>
+              <span id="ticking" class="pill" data-state="off">—</span>
+            </div>
+            <h3>Lease</h3>
+            <dl class="facts">
+              <dt>Holder</dt><dd id="lease-holder" class="num">—</dd>
+              <dt>This server</dt><dd id="lease-this">—</dd>
+              <dt>Expires</dt><dd id="lease-expires" class="num">—</dd>
+            </dl>
+            <h3>Clocks</h3>
+            <dl class="facts">
+              <dt>Wall (W)</dt><dd id="clock-wall" class="num">—</dd>
+              <dt>Active (A)</dt><dd id="clock-active" class="num">—</dd>
+              <dt>Gap (G)</dt><dd id="clock-gap" class="num">—</dd>
+              <dt>Calibration</dt><dd id="clock-offset" class="num">—</dd>
+              <dt>Skew</dt><dd id="clock-skew" class="num">—</dd>
+              <dt>Host</dt><dd id="clock-suspended">—</dd>
+              <dt>Heartbeat</dt><dd id="clock-heartbeat" class="num">—</dd>
+              <dt>Created</dt><dd id="clock-created" class="num">—</dd>
+            </dl>
+            <h3>Consumers</h3>
+            <p id="no-consumers" class="muted">No named consumers.</p>
+            <table id="consumers" class="mini" hidden>
+              <thead>
+                <tr><th scope="col">Name</th><th scope="col" class="num">Through</th><th scope="col" class="num">Lag</th></tr>
+              </thead>
+              <tbody id="consumers-body"></tbody>
+            </table>
+          </section>
+        </aside>
+      </div>
+
+      <div id="backdrop" class="backdrop" hidden></div>
+      <aside id="detail" class="detail" role="dialog" aria-modal="false" aria-labelledby="detail-title" hidden>
+        <div class="detail-head">
+          <div class="detail-title-row">
+            <h2 id="detail-title" class="detail-title"></h2>
+            <span id="detail-state" class="badge"></span>
+          </div>
+          <button id="detail-close" type="button" class="ghost">Close</button>
+        </div>
+        <div class="detail-live">
+          <span id="detail-live-label" class="label">remaining</span>
+          <span id="detail-live" class="detail-time num">—</span>
+          <div id="detail-bar" class="bar big" aria-hidden="true"><span id="detail-fill" class="fill"></span></div>
+        </div>
+        <dl id="detail-fields" class="facts fields"></dl>
+        <h3>Events <span class="muted">newest first</span></h3>
+        <ol id="detail-events" class="events"></ol>
+      </aside>
+    </body>
+    </html>
+    """#
+
+    /// The page's script (`GET {base}/dashboard.js`).
+    static let script = #"""
+    // CountdownStore dashboard. Every piece of data goes into the DOM as text or as a data-*
+    // attribute, never as markup. Times are computed here from deadlines and an estimate of the
+    // server's store clock, and every row changes on the same beat: one timer aligned to that
+    // clock's whole seconds.
+    (function () {
+      'use strict';
+
+      // ---------- Helpers ----------
+
+      const $ = (id) => document.getElementById(id);
+
+      /** Creates an element; `text` sets its text, any other attribute goes through setAttribute. */
+      function el(tag, attrs, ...children) {
+        const node = document.createElement(tag);
+        if (attrs) {
+          for (const name of Object.keys(attrs)) {
+            const value = attrs[name];
+            if (value === null || value === undefined || value === false) continue;
+            if (name === 'class') node.className = value;
+            else if (name === 'text') node.textContent = String(value);
+            else node.setAttribute(name, value === true ? '' : String(value));
+          }
+        }
+        for (const child of children) {
+          if (child === null || child === undefined) continue;
+          node.appendChild(typeof child === 'string' ? document.createTextNode(child) : child);
+        }
+        return node;
+      }
+
+      function setText(node, text) {
+        if (node.textContent !== text) node.textContent = text;
+      }
+
+      function parseTime(iso) {
+        if (typeof iso !== 'string' || iso === '') return null;
+        const ms = Date.parse(iso);
+        return Number.isFinite(ms) ? ms : null;
+      }
+
+      const pad2 = (n) => (n < 10 ? '0' + n : String(n));
+
+      function formatSeconds(total) {
+        const s = Math.max(0, Math.floor(total));
+        const d = Math.floor(s / 86400);
+        const h = Math.floor((s % 86400) / 3600);
+        const m = Math.floor((s % 3600) / 60);
+        const sec = s % 60;
+        if (d > 0) return `${d}d ${pad2(h)}h ${pad2(m)}m ${pad2(sec)}s`;
+        if (h > 0) return `${h}h ${pad2(m)}m ${pad2(sec)}s`;
+        if (m > 0) return `${m}m ${pad2(sec)}s`;
+        return `${sec}s`;
+      }
+      /** A remaining time, rounded up: it shows 0s only once the time is over. */
+      const formatRemaining = (ms) => formatSeconds(Math.ceil(Math.max(0, ms) / 1000));
+      /** An elapsed time, rounded down. */
+      const formatElapsed = (ms) => formatSeconds(Math.floor(Math.max(0, ms) / 1000));
+      /** With milliseconds, for the detail view: `1h 02m 03.456s`. */
+      function formatPrecise(ms) {
+        const v = Math.max(0, Math.round(ms));
+        const text = formatSeconds(Math.floor(v / 1000));
+        return text.slice(0, -1) + '.' + String(v % 1000).padStart(3, '0') + 's';
+      }
+      /** A signed figure in milliseconds, readable: `-250 ms`, `+1h 00m 00s`. */
+      function formatSignedMs(ms) {
+        if (!Number.isFinite(ms)) return '—';
+        if (Math.abs(ms) < 1000) return `${ms} ms`;
+        return (ms < 0 ? '−' : '+') + formatPrecise(Math.abs(ms));
+      }
+
+      const numberFmt = new Intl.NumberFormat();
+      const formatCount = (n) => (Number.isFinite(n) ? numberFmt.format(n) : '—');
+      const timeFmt = new Intl.DateTimeFormat(undefined, {
+        hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23',
+      });
+      const dateTimeFmt = new Intl.DateTimeFormat(undefined, {
+        year: 'numeric', month: '2-digit', day: '2-digit',
+        hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23',
+      });
+      /** Local time; the date only when it is not today. */
+      function formatLocal(ms) {
+        if (ms === null || !Number.isFinite(ms)) return '—';
+        const d = new Date(ms);
+        return d.toDateString() === new Date(serverNow()).toDateString()
+          ? timeFmt.format(d) : dateTimeFmt.format(d);
+      }
+      /** Local date and time with milliseconds. */
+      function formatLocalFull(ms) {
+        if (ms === null || !Number.isFinite(ms)) return '—';
+        const d = new Date(ms);
+        return dateTimeFmt.format(d) + '.' + String(d.getMilliseconds()).padStart(3, '0');
+      }
+      const isoOrNull = (ms) => (ms === null || !Number.isFinite(ms) ? '' : new Date(ms).toISOString());
+
+      const itemPath = (key) => 'api/countdowns/' + encodeURIComponent(key);
+
+      // ---------- The server's clock ----------
+
+      // offset = server store clock − Date.now(), from the response with the smallest round trip.
+      const clock = { offset: 0, rtt: Infinity, known: false };
+
+      function noteServerTime(serverMs, t0, t1) {
+        if (!Number.isFinite(serverMs)) return;
+        const rtt = Math.max(0, t1 - t0);
+        const sample = serverMs - (t0 + t1) / 2;
+        // The true offset lies within sample ± rtt/2: an estimate outside that (clock set, store
+        // calibrated, machine slept) is wrong whatever its round trip was.
+        const inconsistent = clock.known && Math.abs(sample - clock.offset) > rtt / 2 + 500;
+        if (!clock.known || rtt <= clock.rtt || inconsistent) {
+          const moved = !clock.known || Math.abs(sample - clock.offset) >= 1;
+          clock.offset = sample;
+          clock.rtt = rtt;
+          clock.known = true;
+          if (moved) scheduleTick();
+        }
+      }
+
+      const serverNow = () => Date.now() + clock.offset;
+
+      // ---------- API ----------
+
+      class ApiError extends Error {
+        constructor(status, code, message) {
+          super(message);
+          this.status = status;
+          this.code = code;
+        }
+      }
+
+      const TOKEN_KEY = 'countdownToken';
+      function getToken() {
+        try { return sessionStorage.getItem(TOKEN_KEY) || ''; } catch (e) { return ''; }
+      }
+      function setToken(token) {
+        try {
+          if (token) sessionStorage.setItem(TOKEN_KEY, token);
+          else sessionStorage.removeItem(TOKEN_KEY);
+        } catch (e) { /* storage unavailable: the token lasts as long as the page */ }
+        memoryToken = token;
+      }
+      let memoryToken = getToken();
+
+      function unauthorizedMessage(serverMessage) {
+        if (status.readOnly) return 'This server is read-only: it was started without a write token, so it accepts no changes.';
+        if (!memoryToken) return 'A write token is needed: enter it in the token field at the top and save it.';
+        return 'The write token was refused' + (serverMessage ? ` (${serverMessage})` : '') + ': check it and save it again.';
+      }
+
+      /** Calls the API; resolves to `{ body, serverMs }` or throws an ApiError. */
+      async function api(path, options) {
+        const opts = options || {};
+        const method = opts.method || 'GET';
+        const init = { method, headers: { Accept: 'application/json' }, cache: 'no-store', credentials: 'same-origin' };
+        if (method !== 'GET') {
+          if (memoryToken) init.headers.Authorization = 'Bearer ' + memoryToken;
+          if (opts.body !== undefined) {
+            init.headers['Content-Type'] = 'application/json';
+            init.body = JSON.stringify(opts.body);
+          }
+        }
+        const t0 = Date.now();
+        let response;
+        try {
+          response = await fetch(path, init);
+        } catch (e) {
+          throw new ApiError(0, 'network', 'Could not reach the server.');
+        }
+        const t1 = Date.now();
+        const header = response.headers.get('X-Countdown-Now-Ms');
+        const headerMs = header === null ? NaN : Number(header);
+        if (Number.isFinite(headerMs)) noteServerTime(headerMs, t0, t1);
+        let body = null;
+        const text = await response.text().catch(() => '');
+        if (text) {
+          try { body = JSON.parse(text); } catch (e) { body = null; }
+        }
+        if (!response.ok) {
+          const error = body && typeof body === 'object' ? body.error : null;
+          let message = error && typeof error.message === 'string' ? error.message : `HTTP ${response.status}`;
+          if (response.status === 401) message = unauthorizedMessage(error && error.message);
+          throw new ApiError(response.status, (error && error.code) || 'http', message);
+        }
+        return { body, serverMs: Number.isFinite(headerMs) ? headerMs : serverNow() };
+      }
+
+      // ---------- Error banner ----------
+
+      let errorTimer = 0;
+      function showError(error, context) {
+        const message = error && error.message ? error.message : String(error);
+        setText($('error-text'), context ? `${context}: ${message}` : message);
+        $('error').hidden = false;
+        clearTimeout(errorTimer);
+        errorTimer = setTimeout(hideError, 12000);
+      }
+      function hideError() {
+        clearTimeout(errorTimer);
+        $('error').hidden = true;
+      }
+
+      let noticeTimer = 0;
+      function showNotice(text) {
+        const notice = $('notice');
+        setText(notice, text);
+        notice.hidden = false;
+        clearTimeout(noticeTimer);
+        noticeTimer = setTimeout(() => { notice.hidden = true; }, 4000);
+      }
+
+      // ---------- Figures of one item at a server instant ----------
+
+      const ACTIVE_STATES = new Set(['running', 'paused']);
+      // True while no ticker runs (no live lease holder, or the host is suspended): the active
+      // timeline stands still, and with it every `active` item.
+      let activeFrozen = false;
+
+      /** `{ ms, elapsed, fraction, expiring }` for the item at server time `now`. */
+      function figures(entry, now) {
+        const item = entry.item;
+        const running = item.state === 'running';
+        if (item.kind === 'stopwatch') {
+          let ms = Number(item.elapsed_ms) || 0;
+          if (running && !(activeFrozen && item.policy === 'active')) ms += now - entry.baseMs;
+          return { ms: Math.max(0, ms), elapsed: true, fraction: null, expiring: false };
+        }
+        const duration = Number.isFinite(item.duration_ms) ? item.duration_ms : null;
+        let remaining;
+        if (item.state === 'expired') remaining = 0;
+        else if (running && !(activeFrozen && item.policy === 'active') && entry.deadlineMs !== null) {
+          remaining = Math.max(0, entry.deadlineMs - now);
+        } else if (Number.isFinite(item.remaining_ms)) remaining = Math.max(0, item.remaining_ms);
+        else remaining = null;
+        const fraction = duration && remaining !== null
+          ? Math.min(1, Math.max(0, (duration - remaining) / duration)) : null;
+        return { ms: remaining, elapsed: false, fraction, expiring: running && remaining === 0 };
+      }
+
+      // ---------- Rows ----------
+
+      const rows = new Map(); // key → entry { key, item, baseMs, deadlineMs, tr, cells… }
+      const tbody = () => $('rows');
+      const filter = { state: 'active', group: null, search: '' };
+      let nextCursor = null;
+      let listSeq = 0;
+      let loading = false;
+
+      function matchesFilter(item) {
+        if (filter.group !== null && item.group !== filter.group) return false;
+        if (filter.state === 'all') return true;
+        if (filter.state === 'active') return ACTIVE_STATES.has(item.state);
+        return item.state === filter.state;
+      }
+
+      // The figures an item sorts by, worked out once per item object.
+      const sortCache = new WeakMap();
+      function sortFigures(item) {
+        let figuresOf = sortCache.get(item);
+        if (!figuresOf) {
+          const active = ACTIVE_STATES.has(item.state);
+          let time;
+          if (active) {
+            const deadline = item.state === 'running' ? parseTime(item.deadline_at) : null;
+            time = deadline === null ? Infinity : deadline;
+          } else {
+            time = -(parseTime(item.expired_at) ?? parseTime(item.started_at) ?? 0);
+          }
+          figuresOf = { active, time };
+          sortCache.set(item, figuresOf);
+        }
+        return figuresOf;
+      }
+
+      /** Approximates the server's order: active ones soonest to expire first, ended ones newest first. */
+      function compareItems(a, b) {
+        const fa = sortFigures(a);
+        const fb = sortFigures(b);
+        if (fa.active !== fb.active) return fa.active ? -1 : 1;
+        if (fa.time !== fb.time) return fa.time < fb.time ? -1 : 1;
+        return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+      }
+
+      const ACTIONS = [
+        ['pause', 'Pause'], ['resume', 'Resume'], ['cancel', 'Cancel'],
+        ['restart', 'Restart'], ['extend', '+1m'], ['remove', 'Remove'],
+      ];
+
+      function createEntry(key) {
+        const keyButton = el('button', { type: 'button', class: 'key-link', 'data-open': '', text: key });
+        const group = el('td', { class: 'group' });
+        const kind = el('td', { class: 'kind' });
+        const badge = el('span', { class: 'badge' });
+        const stateCell = el('td', { class: 'state' }, badge);
+        const fill = el('span', { class: 'fill' });
+        const bar = el('div', { class: 'bar', 'aria-hidden': 'true' }, fill);
+        const remaining = el('td', { class: 'remaining num' });
+        const deadline = el('td', { class: 'deadline num' });
+        const actions = el('td', { class: 'actions' });
+        const buttons = {};
+        for (const [action, label] of ACTIONS) {
+          const button = el('button', { type: 'button', class: 'act act-' + action, 'data-action': action, text: label });
+          if (action === 'extend') button.setAttribute('aria-label', 'Extend by one minute');
+          buttons[action] = button;
+          actions.appendChild(button);
+        }
+        const tr = el('tr', null,
+          el('td', { class: 'key' }, keyButton), group, kind, stateCell,
+          el('td', { class: 'progress' }, bar), remaining, deadline, actions);
+        tr.setAttribute('data-key', key);
+        return {
+          key, item: null, baseMs: -Infinity, deadlineMs: null, tr, keyButton, group, kind, badge,
+          stateCell, bar, fill, remaining, deadline, buttons,
+          shown: { state: '', text: '', pct: '' },
+        };
+      }
+
+      function renderStatic(entry) {
+        const item = entry.item;
+        entry.deadlineMs = parseTime(item.deadline_at);
+        if (item.group === null || item.group === undefined) {
+          setText(entry.group, '—');
+          entry.group.classList.add('muted');
+        } else {
+          setText(entry.group, item.group);
+          entry.group.classList.remove('muted');
+        }
+        setText(entry.kind, `${item.kind} · ${item.policy}`);
+        setText(entry.deadline, entry.deadlineMs === null ? '—' : formatLocal(entry.deadlineMs));
+        entry.deadline.title = isoOrNull(entry.deadlineMs);
+        entry.tr.setAttribute('data-state', item.state);
+        entry.bar.classList.toggle('none', item.kind === 'stopwatch');
+        const active = ACTIVE_STATES.has(item.state);
+        const visible = {
+          pause: item.state === 'running',
+          resume: item.state === 'paused',
+          cancel: active,
+          restart: true,
+          extend: active && item.kind === 'countdown',
+          remove: true,
+        };
+        const focused = document.activeElement;
+        for (const [action] of ACTIONS) entry.buttons[action].hidden = !visible[action];
+        // Keep the keyboard where it was when pause turns into resume and back.
+        if (focused === entry.buttons.pause && !visible.pause && visible.resume) entry.buttons.resume.focus();
+        else if (focused === entry.buttons.resume && !visible.resume && visible.pause) entry.buttons.pause.focus();
+        else if (focused && focused.hidden && entry.tr.contains(focused)) entry.keyButton.focus();
+      }
+
+      function updateRowTime(entry, now) {
+        const f = figures(entry, now);
+        const stateText = f.expiring ? 'expiring…' : entry.item.state;
+        if (entry.shown.state !== stateText) {
+          entry.shown.state = stateText;
+          entry.badge.textContent = stateText;
+          entry.badge.className = 'badge ' + (f.expiring ? 'expiring' : entry.item.state);
+        }
+        const text = f.ms === null ? '—' : f.elapsed ? formatElapsed(f.ms) : formatRemaining(f.ms);
+        if (entry.shown.text !== text) {
+          entry.shown.text = text;
+          entry.remaining.textContent = text;
+          entry.remaining.classList.toggle('elapsed', f.elapsed);
+          entry.remaining.title = f.elapsed ? 'elapsed' : 'remaining';
+        }
+        const pct = f.fraction === null ? '0%' : (f.fraction * 100).toFixed(1) + '%';
+        if (entry.shown.pct !== pct) {
+          entry.shown.pct = pct;
+          entry.fill.style.width = pct;
+        }
+      }
+
+      function applySearch(entry) {
+        const needle = filter.search;
+        entry.tr.hidden = needle !== '' && !entry.key.toLowerCase().includes(needle);
+      }
+
+      function removeRow(key) {
+        const entry = rows.get(key);
+        if (!entry) return;
+        rows.delete(key);
+        entry.tr.remove();
+      }
+
+      /** Puts the row where the order says; a new row past the loaded ones waits for "Load more". */
+      function placeSorted(entry, isNew) {
+        const body = tbody();
+        const prev = entry.tr.previousElementSibling;
+        const next = entry.tr.nextElementSibling;
+        if (!isNew && entry.tr.parentNode === body &&
+            (!prev || compareItems(rows.get(prev.getAttribute('data-key')).item, entry.item) <= 0) &&
+            (!next || compareItems(entry.item, rows.get(next.getAttribute('data-key')).item) <= 0)) {
+          return true; // already in place: moving it would lose the focus
+        }
+        for (let tr = body.firstElementChild; tr; tr = tr.nextElementSibling) {
+          if (tr === entry.tr) continue;
+          const other = rows.get(tr.getAttribute('data-key'));
+          if (other && compareItems(entry.item, other.item) < 0) {
+            body.insertBefore(entry.tr, tr);
+            return true;
+          }
+        }
+        if (isNew && nextCursor) {
+          removeRow(entry.key);
+          return false;
+        }
+        body.appendChild(entry.tr);
+        return true;
+      }
+
+      /**
+       * Shows the item fetched at server time `baseMs`: `append` (a list page) or `sorted` (a single
+       * fetch). An answer older than what the row shows is ignored.
+       */
+      function upsertRow(item, baseMs, mode) {
+        if (!item || typeof item.key !== 'string') return;
+        let entry = rows.get(item.key);
+        if (entry && baseMs < entry.baseMs) {
+          if (mode === 'append') tbody().appendChild(entry.tr);
+          return;
+        }
+        if (!matchesFilter(item)) {
+          removeRow(item.key);
+          return;
+        }
+        const isNew = !entry;
+        if (isNew) {
+          entry = createEntry(item.key);
+          rows.set(item.key, entry);
+        }
+        entry.item = item;
+        entry.baseMs = baseMs;
+        renderStatic(entry);
+        updateRowTime(entry, serverNow());
+        applySearch(entry);
+        if (mode === 'append') tbody().appendChild(entry.tr);
+        else placeSorted(entry, isNew);
+      }
+
+      function totalForFilter() {
+        if (!status.data) return null;
+        let counts = status.data.counts;
+        if (filter.group !== null) {
+          counts = (status.data.groups || []).find((g) => g.group === filter.group) || null;
+          if (!counts) return null;
+        }
+        const n = (s) => Number(counts[s]) || 0;
+        if (filter.state === 'active') return n('running') + n('paused');
+        if (filter.state === 'all') return n('running') + n('paused') + n('expired') + n('cancelled');
+        return n(filter.state);
+      }
+
+      function updateFooter() {
+        const shown = rows.size;
+        const total = totalForFilter();
+        let text = `Showing ${formatCount(shown)}`;
+        if (total !== null && total >= shown) text += ` of ${formatCount(total)}`;
+        if (filter.search) {
+          let matching = 0;
+          for (const entry of rows.values()) if (!entry.tr.hidden) matching += 1;
+          text += ` · ${formatCount(matching)} matching “${filter.search}”`;
+        }
+        setText($('list-count'), text);
+        const more = $('more');
+        more.hidden = !nextCursor;
+        more.disabled = loading;
+        setText(more, loading ? 'Loading…' : 'Load more');
+        $('empty').hidden = loading || shown > 0;
+        $('countdowns').setAttribute('aria-busy', loading ? 'true' : 'false');
+      }
+
+      /** Loads a page after the cursor, or (reset) the list again from the top, `target` rows deep. */
+      async function loadList(reset, target) {
+        const seq = ++listSeq;
+        loading = true;
+        updateFooter();
+        const seen = reset ? new Set() : null;
+        let cursor = reset ? null : nextCursor;
+        let loaded = 0;
+        let firstBase = null;
+        try {
+          do {
+            const params = new URLSearchParams({ state: filter.state, limit: '100' });
+            if (filter.group !== null) params.set('group', filter.group);
+            if (cursor) params.set('after', cursor);
+            const { body, serverMs } = await api('api/countdowns?' + params.toString());
+            if (seq !== listSeq) return;
+            const base = body && Number.isFinite(body.now_ms) ? body.now_ms : serverMs;
+            if (firstBase === null) firstBase = base;
+            const items = body && Array.isArray(body.items) ? body.items : [];
+            for (const item of items) {
+              if (seen) seen.add(item.key);
+              upsertRow(item, base, 'append');
+            }
+            loaded += items.length;
+            cursor = body && typeof body.next === 'string' && body.next !== '' ? body.next : null;
+          } while (reset && cursor && loaded < (target || 100));
+          nextCursor = cursor;
+          if (reset) {
+            for (const [key, entry] of rows) {
+              if (seen.has(key)) continue;
+              // A row the stream brought in after the list was read stays; any other goes.
+              if (entry.baseMs > firstBase && matchesFilter(entry.item)) placeSorted(entry, true);
+              else removeRow(key);
+            }
+          }
+        } catch (error) {
+          if (seq === listSeq) showError(error, 'Could not load the countdowns');
+        } finally {
+          if (seq === listSeq) {
+            loading = false;
+            updateFooter();
+          }
+        }
+      }
+
+      let resyncTimer = 0;
+      let resyncPending = false;
+      /** Reads the list again from the top, as deep as it was, once things settle. */
+      function scheduleResync() {
+        resyncPending = true;
+        clearTimeout(resyncTimer);
+        resyncTimer = setTimeout(() => {
+          resyncPending = false;
+          loadList(true, Math.min(Math.max(rows.size, 100), 1000));
+        }, 1000);
+      }
+
+      function applyFilterChange() {
+        nextCursor = null;
+        for (const key of Array.from(rows.keys())) {
+          const entry = rows.get(key);
+          if (!matchesFilter(entry.item)) removeRow(key);
+        }
+        for (const button of document.querySelectorAll('#summary [data-state]')) {
+          button.setAttribute('aria-pressed', String(button.getAttribute('data-state') === filter.state));
+        }
+        loadList(true, 100);
+      }
+
+      // ---------- The beat ----------
+
+      let tickTimer = 0;
+      function scheduleTick() {
+        clearTimeout(tickTimer);
+        const now = serverNow();
+        const delay = 1000 - (((now % 1000) + 1000) % 1000) + 3;
+        tickTimer = setTimeout(tick, delay);
+      }
+      function tick() {
+        const now = serverNow();
+        const clockText = timeFmt.format(new Date(now));
+        setText($('server-clock'), clockText);
+        $('server-clock').setAttribute('datetime', new Date(now).toISOString());
+        for (const entry of rows.values()) updateRowTime(entry, now);
+        scheduleTick();
+      }
+
+      // ---------- Updates from the stream ----------
+
+      const queue = new Map(); // key → whether it was loaded when queued
+      const inflight = new Set();
+      const dirty = new Set();
+      let unloadedQueued = 0;
+      const MAX_PARALLEL = 4;
+      const MAX_UNLOADED = 50;
+
+      function enqueue(key, loaded) {
+        if (inflight.has(key)) { dirty.add(key); return; }
+        if (queue.has(key)) return;
+        if (!loaded) {
+          if (resyncPending) return; // the coming reload will show it
+          if (unloadedQueued >= MAX_UNLOADED) {
+            // A flood (mass start, mass expiry): read the list again instead of key by key.
+            for (const [k, wasLoaded] of Array.from(queue)) {
+              if (!wasLoaded) queue.delete(k);
+            }
+            unloadedQueued = 0;
+            scheduleResync();
+            return;
+          }
+          unloadedQueued += 1;
+        }
+        queue.set(key, loaded);
+        pump();
+      }
+
+      function pump() {
+        while (inflight.size < MAX_PARALLEL && queue.size > 0) {
+          const [key, loaded] = queue.entries().next().value;
+          queue.delete(key);
+          if (!loaded) unloadedQueued -= 1;
+          inflight.add(key);
+          refreshKey(key).finally(() => {
+            inflight.delete(key);
+            if (dirty.delete(key)) enqueue(key, rows.has(key));
+            pump();
+          });
+        }
+      }
+
+      async function refreshKey(key) {
+        try {
+          const { body, serverMs } = await api(itemPath(key));
+          upsertRow(body, serverMs, 'sorted');
+        } catch (error) {
+          if (error.status === 404) removeRow(key);
+        }
+        updateFooter();
+      }
+
+      // The state an event leaves its item in, when the kind says so.
+      const KIND_STATE = {
+        started: 'running', stopwatch_started: 'running', replaced: 'running', resumed: 'running',
+        paused: 'paused', cancelled: 'cancelled', expired: 'expired',
+      };
+      const CLOCK_KINDS = new Set(['calibrated', 'clock_edited', 'host_suspended', 'host_resumed']);
+
+      function handleEvent(event) {
+        if (!event || typeof event !== 'object') return;
+        const kind = String(event.event || '');
+        scheduleStatus();
+        if (CLOCK_KINDS.has(kind)) {
+          clock.rtt = Infinity; // the store clock may have moved: take the next answer as it is
+          scheduleResync();
+          if (detail.key !== null) scheduleDetailRefresh();
+          return;
+        }
+        if (kind === 'pruned') {
+          if (filter.state !== 'active' && filter.state !== 'running' && filter.state !== 'paused') scheduleResync();
+          return;
+        }
+        const key = event.key;
+        if (typeof key !== 'string') return;
+        if (key === detail.key) scheduleDetailRefresh();
+        if (rows.has(key)) { enqueue(key, true); return; }
+        if (kind === 'removed') return;
+        // Not shown: fetch it only if it may belong in the list.
+        if (filter.group !== null && event.group !== filter.group) return;
+        const state = KIND_STATE[kind];
+        if (state && filter.state !== 'all' &&
+            !(filter.state === 'active' ? ACTIVE_STATES.has(state) : filter.state === state)) return;
+        enqueue(key, false);
+      }
+
+      let stream = null;
+      let streamBroken = false;
+      let streamRetry = 1000;
+      function setConnection(state) {
+        const node = $('connection');
+        setText(node, state);
+        node.setAttribute('data-state', state);
+        node.title = state === 'live' ? 'Receiving changes as they happen' : 'Waiting for the server’s event stream';
+      }
+      function connectStream() {
+        if (typeof EventSource !== 'function') { setConnection('offline'); return; }
+        setConnection(streamBroken ? 'reconnecting' : 'connecting');
+        const source = new EventSource('api/stream');
+        stream = source;
+        source.onopen = () => {
+          setConnection('live');
+          streamRetry = 1000;
+          if (streamBroken) {
+            // Changes may have been missed while away.
+            streamBroken = false;
+            scheduleResync();
+            scheduleStatus();
+          }
+        };
+        source.onerror = () => {
+          streamBroken = true;
+          if (source.readyState === EventSource.CLOSED) {
+            source.close();
+            if (stream === source) stream = null;
+            setConnection('reconnecting');
+            setTimeout(connectStream, streamRetry);
+            streamRetry = Math.min(streamRetry * 2, 30000);
+          } else {
+            setConnection('reconnecting');
+          }
+        };
+        source.onmessage = (message) => {
+          let event;
+          try { event = JSON.parse(message.data); } catch (e) { return; }
+          handleEvent(event);
+        };
+      }
+
+      // ---------- Status and the store ----------
+
+      const status = { data: null, readOnly: false, groupsSignature: '' };
+      let statusTimer = 0;
+      let statusLast = 0;
+
+      function scheduleStatus() {
+        if (statusTimer) return;
+        const wait = Math.max(0, statusLast + 2000 - Date.now());
+        statusTimer = setTimeout(() => {
+          statusTimer = 0;
+          refreshStatus();
+        }, wait);
+      }
+
+      async function refreshStatus() {
+        statusLast = Date.now();
+        try {
+          const { body } = await api('api/status');
+          renderStatus(body || {});
+        } catch (error) {
+          showError(error, 'Could not read the store’s status');
+        }
+      }
+
+      function setField(id, text, title) {
+        const node = $(id);
+        setText(node, text);
+        if (title !== undefined) node.title = title;
+      }
+
+      function renderStatus(s) {
+        status.data = s;
+        status.readOnly = s.read_only === true;
+        $('readonly').hidden = !status.readOnly;
+        document.body.classList.toggle('read-only', status.readOnly);
+
+        const counts = s.counts || {};
+        for (const state of ['running', 'paused', 'expired', 'cancelled']) {
+          setText($('count-' + state), formatCount(Number(counts[state]) || 0));
+        }
+
+        // Groups: rebuilt only when the list of names changes, so an open select stays open.
+        const names = (Array.isArray(s.groups) ? s.groups : [])
+          .map((g) => g.group).filter((g) => typeof g === 'string');
+        if (filter.group !== null && !names.includes(filter.group)) names.push(filter.group);
+        names.sort((a, b) => a.localeCompare(b));
+        const signature = JSON.stringify(names);
+        if (signature !== status.groupsSignature) {
+          status.groupsSignature = signature;
+          const select = $('group-filter');
+          const options = [el('option', { value: '', text: 'All groups' })];
+          for (const name of names) {
+            const option = el('option', { text: name === '' ? '(empty name)' : name });
+            option.value = '=' + name;
+            options.push(option);
+          }
+          select.replaceChildren(...options);
+          select.value = filter.group === null ? '' : '=' + filter.group;
+        }
+
+        const c = s.clock || {};
+        const lease = s.lease || {};
+        const now = serverNow();
+        const leaseExpires = parseTime(lease.expires_at);
+        const ticking = typeof lease.holder === 'string' && lease.holder !== '' &&
+          (leaseExpires === null || leaseExpires > now) && c.suspended !== true;
+        const wasFrozen = activeFrozen;
+        activeFrozen = !ticking;
+        if (wasFrozen !== activeFrozen) for (const entry of rows.values()) updateRowTime(entry, now);
+
+        setField('lease-holder', lease.holder ? String(lease.holder) : 'free (no ticker running)');
+        setField('lease-this', lease.holder ? (lease.this_server ? 'yes' : 'no, another process') : '—');
+        setField('lease-expires', formatLocalFull(leaseExpires), lease.expires_at || '');
+        setField('clock-wall', formatLocalFull(Number.isFinite(c.wall_ms) ? c.wall_ms : null), `W = ${c.wall_ms} ms`);
+        setField('clock-active', Number.isFinite(c.active_ms) ? formatPrecise(c.active_ms) : '—', `A = ${c.active_ms} ms`);
+        setField('clock-gap', Number.isFinite(c.gap_ms) ? formatPrecise(c.gap_ms) : '—', `G = ${c.gap_ms} ms`);
+        const calibratedAt = parseTime(c.calibrated_at);
+        setField('clock-offset', formatSignedMs(c.calibration_offset_ms) +
+          (calibratedAt === null ? ', never set' : `, set ${formatLocalFull(calibratedAt)}`), c.calibrated_at || '');
+        setField('clock-skew', formatSignedMs(c.skew_ms), 'system clock + calibration − store clock');
+        setField('clock-suspended', c.suspended ? 'suspended' : 'not suspended');
+        $('clock-suspended').classList.toggle('warn', c.suspended === true);
+        setField('clock-heartbeat', formatLocalFull(parseTime(c.last_heartbeat)), c.last_heartbeat || '');
+        setField('clock-created', formatLocalFull(parseTime(c.created_at)), c.created_at || '');
+        setField('ticking', ticking ? 'ticking' : 'not ticking');
+        $('ticking').setAttribute('data-state', ticking ? 'on' : 'off');
+
+        const consumers = Array.isArray(s.consumers) ? s.consumers : [];
+        const consumerRows = consumers.map((consumer) => el('tr', null,
+          el('td', { text: String(consumer.name) }),
+          el('td', { class: 'num', text: formatCount(Number(consumer.acknowledged_through)) }),
+          el('td', { class: 'num' + (Number(consumer.lag) > 0 ? ' warn' : ''), text: formatCount(Number(consumer.lag)) })));
+        $('consumers-body').replaceChildren(...consumerRows);
+        $('consumers').hidden = consumers.length === 0;
+        $('no-consumers').hidden = consumers.length !== 0;
+
+        updateFooter();
+      }
+
+      // ---------- Detail panel ----------
+
+      const detail = { key: null, item: null, baseMs: 0, deadlineMs: null, seq: 0, raf: 0, timer: 0, opener: null };
+
+      async function openDetail(key, fromSearch) {
+        let result;
+        try {
+          result = await api(itemPath(key));
+        } catch (error) {
+          if (error.status === 404) showError(new Error(`No countdown has the key “${key}”.`));
+          else showError(error, 'Could not open the countdown');
+          if (!fromSearch && error.status === 404) removeRow(key);
+          return;
+        }
+        detail.opener = document.activeElement;
+        detail.key = key;
+        detail.seq += 1;
+        $('detail').hidden = false;
+        $('backdrop').hidden = false;
+        setText($('detail-title'), key);
+        showDetailItem(result.body, result.serverMs);
+        $('detail-events').replaceChildren(el('li', { class: 'muted', text: 'Loading events…' }));
+        $('detail-close').focus();
+        loadDetailEvents(detail.seq);
+      }
+
+      function closeDetail() {
+        if (detail.key === null) return;
+        detail.key = null;
+        detail.item = null;
+        detail.seq += 1;
+        cancelAnimationFrame(detail.raf);
+        detail.raf = 0;
+        $('detail').hidden = true;
+        $('backdrop').hidden = true;
+        if (detail.opener && document.contains(detail.opener)) detail.opener.focus();
+        detail.opener = null;
+      }
+
+      function scheduleDetailRefresh() {
+        if (detail.timer) return;
+        detail.timer = setTimeout(async () => {
+          detail.timer = 0;
+          if (detail.key === null) return;
+          const seq = ++detail.seq;
+          const key = detail.key;
+          try {
+            const { body, serverMs } = await api(itemPath(key));
+            if (seq === detail.seq) showDetailItem(body, serverMs);
+          } catch (error) {
+            if (seq === detail.seq && error.status === 404) showDetailGone();
+          }
+          if (seq === detail.seq) loadDetailEvents(seq);
+        }, 300);
+      }
+
+      async function loadDetailEvents(seq) {
+        const key = detail.key;
+        try {
+          const { body } = await api(itemPath(key) + '/events?limit=50');
+          if (seq !== detail.seq) return;
+          renderEvents(body && Array.isArray(body.items) ? body.items : []);
+        } catch (error) {
+          if (seq !== detail.seq) return;
+          $('detail-events').replaceChildren(el('li', { class: 'muted', text: 'Events unavailable: ' + error.message }));
+        }
+      }
+
+      function showDetailGone() {
+        detail.item = null;
+        cancelAnimationFrame(detail.raf);
+        detail.raf = 0;
+        setText($('detail-live'), 'removed');
+        $('detail-live-label').textContent = 'This key holds no countdown any more.';
+        $('detail-fill').style.width = '0%';
+        $('detail-fields').replaceChildren();
+      }
+
+      function showDetailItem(item, baseMs) {
+        if (!item || item.key !== detail.key) return;
+        detail.item = item;
+        detail.baseMs = baseMs;
+        detail.deadlineMs = parseTime(item.deadline_at);
+        const fields = [
+          ['key', item.key], ['group', item.group], ['kind', item.kind], ['policy', item.policy],
+          ['state', item.state],
+          ['duration', Number.isFinite(item.duration_ms) ? `${formatPrecise(item.duration_ms)} (${item.duration_ms} ms)` : null],
+          ['elapsed_ms', item.elapsed_ms], ['remaining_ms', item.remaining_ms],
+          ['started_at', item.started_at], ['deadline_at', item.deadline_at], ['expired_at', item.expired_at],
+          ['generation', item.generation],
+        ];
+        const list = [];
+        for (const [name, value] of fields) {
+          let shown = value === null || value === undefined ? '—' : String(value);
+          const ms = name.endsWith('_at') ? parseTime(value) : null;
+          if (ms !== null) shown = `${formatLocalFull(ms)} (${value})`;
+          list.push(el('dt', { text: name }), el('dd', { class: 'num', text: shown }));
+        }
+        list.push(el('dt', { text: 'payload' }),
+          el('dd', null, item.payload === null || item.payload === undefined
+            ? el('span', { class: 'muted', text: '—' })
+            : el('pre', { class: 'payload', text: String(item.payload) })));
+        $('detail-fields').replaceChildren(...list);
+        const badge = $('detail-state');
+        badge.className = 'badge ' + item.state;
+        setText(badge, item.state);
+        setText($('detail-live-label'), item.kind === 'stopwatch' ? 'elapsed' : 'remaining');
+        $('detail-bar').classList.toggle('none', item.kind === 'stopwatch');
+        renderDetailLive();
+        if (!detail.raf && item.state === 'running') detail.raf = requestAnimationFrame(detailFrame);
+      }
+
+      function renderDetailLive() {
+        const item = detail.item;
+        if (!item) return;
+        const f = figures({ item, baseMs: detail.baseMs, deadlineMs: detail.deadlineMs }, serverNow());
+        setText($('detail-live'), f.ms === null ? '—' : formatPrecise(f.ms));
+        $('detail-fill').style.width = f.fraction === null ? '0%' : (f.fraction * 100).toFixed(2) + '%';
+        const badge = $('detail-state');
+        if (f.expiring) {
+          badge.className = 'badge expiring';
+          setText(badge, 'expiring…');
+        }
+      }
+
+      function detailFrame() {
+        detail.raf = 0;
+        if (!detail.item || detail.key === null) return;
+        renderDetailLive();
+        if (detail.item.state === 'running') detail.raf = requestAnimationFrame(detailFrame);
+      }
+
+      function renderEvents(events) {
+        if (events.length === 0) {
+          $('detail-events').replaceChildren(el('li', { class: 'muted', text: 'No events recorded.' }));
+          return;
+        }
+        const items = events.map((event) => {
+          const recorded = parseTime(event.recorded_at);
+          const head = el('div', { class: 'event-head' },
+            el('span', { class: 'event-kind', 'data-kind': String(event.event), text: String(event.event) }),
+            el('time', { class: 'num', datetime: event.recorded_at || '', text: formatLocalFull(recorded) }),
+            el('span', { class: 'muted num', text: `#${event.id}` }));
+          const meta = [];
+          if (event.generation !== null && event.generation !== undefined) meta.push(['generation', String(event.generation)]);
+          if (event.late_ms !== null && event.late_ms !== undefined) meta.push(['late', `${event.late_ms} ms`]);
+          if (event.deadline_at) meta.push(['deadline', formatLocalFull(parseTime(event.deadline_at))]);
+          if (event.fired_at) meta.push(['fired', formatLocalFull(parseTime(event.fired_at))]);
+          if (event.payload !== null && event.payload !== undefined) meta.push(['payload', String(event.payload)]);
+          const metaList = el('dl', { class: 'event-meta' });
+          for (const [name, value] of meta) metaList.append(el('dt', { text: name }), el('dd', { class: 'num', text: value }));
+          return el('li', { class: 'event' }, head,
+            meta.length ? metaList : null,
+            event.detail ? el('code', { class: 'event-detail', text: String(event.detail) }) : null);
+        });
+        $('detail-events').replaceChildren(...items);
+      }
+
+      // ---------- Writes ----------
+
+      async function runAction(key, action, button) {
+        if (action === 'remove' && !window.confirm(`Remove the countdown “${key}”? Its row and history go.`)) return;
+        button.disabled = true;
+        try {
+          const { body, serverMs } = await api(itemPath(key) + '/' + action,
+            { method: 'POST', body: action === 'extend' ? { duration: '1m' } : undefined });
+          if (action === 'remove') {
+            removeRow(key);
+            if (detail.key === key) showDetailGone();
+          } else {
+            upsertRow(body, serverMs, 'sorted');
+            if (detail.key === key) showDetailItem(body, serverMs);
+          }
+          updateFooter();
+          scheduleStatus();
+        } catch (error) {
+          showError(error, `Could not ${action === 'extend' ? 'extend' : action} “${key}”`);
+          if (error.status === 404) { removeRow(key); updateFooter(); }
+        } finally {
+          button.disabled = false;
+        }
+      }
+
+      async function submitNew(event) {
+        event.preventDefault();
+        const form = $('new');
+        const data = new FormData(form);
+        const key = String(data.get('key') || '');
+        const duration = String(data.get('duration') || '').trim();
+        const group = String(data.get('group') || '');
+        const payload = String(data.get('payload') || '');
+        if (key === '' || duration === '') {
+          showError(new Error('A key and a duration (like 90s, 15m, 1h30m) are needed.'));
+          return;
+        }
+        const submit = form.querySelector('button[type="submit"]');
+        submit.disabled = true;
+        try {
+          const { body, serverMs } = await api('api/countdowns', {
+            method: 'POST',
+            body: { key, duration, group: group === '' ? null : group, policy: String(data.get('policy') || 'wall'), payload: payload === '' ? null : payload },
+          });
+          upsertRow(body, serverMs, 'sorted');
+          updateFooter();
+          scheduleStatus();
+          form.elements.namedItem('key').value = '';
+          showNotice(`Started “${key}”.`);
+        } catch (error) {
+          showError(error, `Could not start “${key}”`);
+        } finally {
+          submit.disabled = false;
+        }
+      }
+
+      function renderTokenState() {
+        const state = $('token-state');
+        setText(state, memoryToken ? 'writes enabled' : 'no token');
+        state.setAttribute('data-state', memoryToken ? 'on' : 'off');
+        setText($('token-save'), memoryToken ? 'Update' : 'Use token');
+      }
+
+      // ---------- Wiring ----------
+
+      function init() {
+        $('token').value = memoryToken;
+        renderTokenState();
+        $('token-form').addEventListener('submit', (event) => {
+          event.preventDefault();
+          setToken($('token').value.trim());
+          renderTokenState();
+          showNotice(memoryToken ? 'Token saved for this tab.' : 'Token forgotten.');
+        });
+
+        $('error-close').addEventListener('click', hideError);
+        $('new').addEventListener('submit', submitNew);
+
+        $('state-filter').addEventListener('change', (event) => {
+          filter.state = event.target.value;
+          applyFilterChange();
+        });
+        $('group-filter').addEventListener('change', (event) => {
+          const value = event.target.value;
+          filter.group = value === '' ? null : value.slice(1);
+          applyFilterChange();
+        });
+        for (const card of document.querySelectorAll('#summary [data-state]')) {
+          card.addEventListener('click', () => {
+            filter.state = card.getAttribute('data-state');
+            $('state-filter').value = filter.state;
+            applyFilterChange();
+          });
+        }
+
+        const search = $('search');
+        search.addEventListener('input', () => {
+          filter.search = search.value.toLowerCase();
+          for (const entry of rows.values()) applySearch(entry);
+          updateFooter();
+        });
+        search.addEventListener('keydown', (event) => {
+          if (event.key === 'Enter') {
+            event.preventDefault();
+            if (search.value !== '') openDetail(search.value, true);
+          }
+        });
+
+        $('rows').addEventListener('click', (event) => {
+          const target = event.target instanceof Element ? event.target.closest('button') : null;
+          if (!target) return;
+          const tr = target.closest('tr[data-key]');
+          if (!tr) return;
+          const key = tr.getAttribute('data-key');
+          const action = target.getAttribute('data-action');
+          if (action) runAction(key, action, target);
+          else if (target.hasAttribute('data-open')) openDetail(key, false);
+        });
+
+        $('more').addEventListener('click', () => { if (!loading && nextCursor) loadList(false); });
+        $('detail-close').addEventListener('click', closeDetail);
+        $('backdrop').addEventListener('click', closeDetail);
+        document.addEventListener('keydown', (event) => {
+          if (event.key === 'Escape' && detail.key !== null) closeDetail();
+        });
+        document.addEventListener('visibilitychange', () => {
+          if (document.visibilityState === 'visible') {
+            tick();
+            scheduleStatus();
+          }
+        });
+
+        filter.state = $('state-filter').value || 'active';
+        for (const button of document.querySelectorAll('#summary [data-state]')) {
+          button.setAttribute('aria-pressed', String(button.getAttribute('data-state') === filter.state));
+        }
+        connectStream();
+        refreshStatus();
+        loadList(true, 100);
+        setInterval(scheduleStatus, 15000); // lease, heartbeat and the clock offset, not the rows
+        tick();
+      }
+
+      if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+      else init();
+    })();
+    """#
+
+    /// The page's styles (`GET {base}/dashboard.css`).
+    static let style = #"""
+    :root {
+      color-scheme: light dark;
+      --bg: #f4f6fa;
+      --surface: #ffffff;
+      --surface-2: #f0f2f7;
+      --border: #dfe3ec;
+      --text: #1a1f2c;
+      --muted: #667085;
+      --accent: #3d63f5;
+      --accent-soft: rgba(61, 99, 245, 0.12);
+      --running: #1f9d63;
+      --paused: #c98a06;
+      --expired: #d64545;
+      --cancelled: #7b8394;
+      --track: #e6e9f0;
+      --shadow: 0 1px 2px rgba(16, 24, 40, 0.06), 0 4px 16px rgba(16, 24, 40, 0.05);
+      --radius: 12px;
+      --font: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+      --mono: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace;
+    }
+
+    @media (prefers-color-scheme: dark) {
+      :root {
+        --bg: #0e1117;
+        --surface: #161b24;
+        --surface-2: #1d2330;
+        --border: #2a3242;
+        --text: #e6e9ef;
+        --muted: #8b94a7;
+        --accent: #7c9bff;
+        --accent-soft: rgba(124, 155, 255, 0.16);
+        --running: #3ecf8e;
+        --paused: #f0b429;
+        --expired: #ff6b6b;
+        --cancelled: #8b94a7;
+        --track: #262e3d;
+        --shadow: 0 1px 2px rgba(0, 0, 0, 0.4), 0 6px 20px rgba(0, 0, 0, 0.25);
+      }
+    }
+
+    *, *::before, *::after { box-sizing: border-box; }
+    [hidden] { display: none !important; }
+
+    html { -webkit-text-size-adjust: 100%; }
+    body {
+      margin: 0;
+      background: var(--bg);
+      color: var(--text);
+      font: 14px/1.45 var(--font);
+    }
+
+    h1, h2, h3 { margin: 0; font-weight: 600; }
+    h1 { font-size: 18px; letter-spacing: -0.01em; }
+    h2 { font-size: 15px; }
+    h3 {
+      margin: 16px 0 6px;
+      font-size: 11px;
+      text-transform: uppercase;
+      letter-spacing: 0.06em;
+      color: var(--muted);
+    }
+
+    .num, time, .remaining, .deadline, .card-count, .server-clock, .detail-time {
+      font-variant-numeric: tabular-nums;
+    }
+    .muted { color: var(--muted); }
+    .warn { color: var(--expired); }
+    .label {
+      font-size: 11px;
+      font-weight: 600;
+      text-transform: uppercase;
+      letter-spacing: 0.06em;
+      color: var(--muted);
+    }
+    .visually-hidden {
+      position: absolute !important;
+      width: 1px; height: 1px;
+      overflow: hidden;
+      clip: rect(0 0 0 0);
+      clip-path: inset(50%);
+      white-space: nowrap;
+    }
+
+    /* Controls */
+    button, input, select, textarea { font: inherit; color: inherit; }
+    button {
+      border: 1px solid var(--border);
+      background: var(--surface);
+      border-radius: 8px;
+      padding: 6px 12px;
+      cursor: pointer;
+      transition: background 0.15s, border-color 0.15s;
+    }
+    button:hover { background: var(--surface-2); }
+    button:disabled { opacity: 0.55; cursor: progress; }
+    button.primary {
+      background: var(--accent);
+      border-color: var(--accent);
+      color: #fff;
+      font-weight: 600;
+    }
+    button.primary:hover { filter: brightness(1.08); background: var(--accent); }
+    button.ghost { background: transparent; border-color: transparent; }
+    button.ghost:hover { background: var(--surface-2); }
+    input, select, textarea {
+      width: 100%;
+      border: 1px solid var(--border);
+      background: var(--surface);
+      border-radius: 8px;
+      padding: 7px 10px;
+      min-width: 0;
+    }
+    textarea { resize: vertical; font-family: var(--mono); font-size: 13px; }
+    :focus-visible { outline: 2px solid var(--accent); outline-offset: 2px; }
+    input:focus-visible, select:focus-visible, textarea:focus-visible { outline-offset: 0; border-color: var(--accent); }
+
+    /* Header */
+    .topbar {
+      position: sticky;
+      top: 0;
+      z-index: 10;
+      display: flex;
+      flex-wrap: wrap;
+      align-items: center;
+      gap: 12px 24px;
+      padding: 12px 24px;
+      background: color-mix(in srgb, var(--surface) 88%, transparent);
+      backdrop-filter: blur(10px);
+      border-bottom: 1px solid var(--border);
+    }
+    .brand { display: flex; align-items: center; gap: 12px; flex: 1 1 auto; }
+    .logo {
+      width: 22px; height: 22px;
+      border-radius: 50%;
+      border: 3px solid var(--accent);
+      border-right-color: transparent;
+      transform: rotate(45deg);
+    }
+    .connection {
+      display: inline-flex;
+      align-items: center;
+      gap: 6px;
+      padding: 2px 10px 2px 8px;
+      border-radius: 999px;
+      background: var(--surface-2);
+      font-size: 12px;
+      color: var(--muted);
+    }
+    .connection::before {
+      content: "";
+      width: 8px; height: 8px;
+      border-radius: 50%;
+      background: var(--paused);
+    }
+    .connection[data-state="live"] { color: var(--running); }
+    .connection[data-state="live"]::before {
+      background: var(--running);
+      box-shadow: 0 0 0 0 var(--running);
+      animation: pulse 2s infinite;
+    }
+    .connection[data-state="offline"]::before { background: var(--expired); }
+    @keyframes pulse {
+      0% { box-shadow: 0 0 0 0 color-mix(in srgb, var(--running) 60%, transparent); }
+      70% { box-shadow: 0 0 0 6px transparent; }
+      100% { box-shadow: 0 0 0 0 transparent; }
+    }
+    .pill {
+      padding: 2px 10px;
+      border-radius: 999px;
+      font-size: 12px;
+      font-weight: 600;
+      background: var(--surface-2);
+      color: var(--muted);
+    }
+    .pill.readonly { background: color-mix(in srgb, var(--paused) 18%, transparent); color: var(--paused); }
+    .pill[data-state="on"] { background: color-mix(in srgb, var(--running) 16%, transparent); color: var(--running); }
+    .clock-box { display: flex; flex-direction: column; align-items: flex-end; }
+    .server-clock { font-size: 20px; font-weight: 600; letter-spacing: 0.02em; }
+    .token-form { display: flex; align-items: center; gap: 8px; }
+    .token-form input { width: 200px; }
+    .token-state { font-size: 12px; color: var(--muted); white-space: nowrap; }
+    .token-state[data-state="on"] { color: var(--running); }
+
+    /* Banner and notice */
+    .banner {
+      position: sticky;
+      top: 64px;
+      z-index: 9;
+      display: flex;
+      align-items: center;
+      gap: 12px;
+      margin: 12px 24px 0;
+      padding: 10px 12px 10px 14px;
+      border-radius: var(--radius);
+      border: 1px solid color-mix(in srgb, var(--expired) 45%, transparent);
+      background: color-mix(in srgb, var(--expired) 12%, var(--surface));
+      box-shadow: var(--shadow);
+    }
+    .banner-icon {
+      display: inline-grid;
+      place-items: center;
+      width: 22px; height: 22px;
+      flex: none;
+      border-radius: 50%;
+      background: var(--expired);
+      color: #fff;
+      font-weight: 700;
+    }
+    .banner-text { flex: 1; overflow-wrap: anywhere; white-space: pre-wrap; }
+    .notice {
+      position: fixed;
+      bottom: 20px;
+      left: 50%;
+      z-index: 30;
+      transform: translateX(-50%);
+      padding: 8px 16px;
+      border-radius: 999px;
+      background: var(--text);
+      color: var(--bg);
+      box-shadow: var(--shadow);
+      max-width: min(90vw, 560px);
+      overflow-wrap: anywhere;
+    }
+
+    /* Layout */
+    .layout {
+      display: grid;
+      grid-template-columns: minmax(0, 1fr) 340px;
+      gap: 20px;
+      padding: 20px 24px 40px;
+      align-items: start;
+    }
+    .main, .side { display: flex; flex-direction: column; gap: 20px; min-width: 0; }
+    .panel {
+      background: var(--surface);
+      border: 1px solid var(--border);
+      border-radius: var(--radius);
+      box-shadow: var(--shadow);
+      padding: 16px;
+    }
+    .panel-head {
+      display: flex;
+      flex-wrap: wrap;
+      align-items: flex-end;
+      justify-content: space-between;
+      gap: 12px;
+      margin-bottom: 12px;
+    }
+
+    /* Summary cards */
+    .summary { display: grid; grid-template-columns: repeat(4, minmax(0, 1fr)); gap: 12px; }
+    .card {
+      --tone: var(--accent);
+      display: flex;
+      flex-direction: column;
+      align-items: flex-start;
+      gap: 4px;
+      padding: 14px 16px;
+      border-radius: var(--radius);
+      border: 1px solid var(--border);
+      background: var(--surface);
+      box-shadow: var(--shadow);
+      text-align: left;
+      position: relative;
+      overflow: hidden;
+    }
+    .card::before {
+      content: "";
+      position: absolute;
+      inset: 0 auto 0 0;
+      width: 4px;
+      background: var(--tone);
+    }
+    .card.running { --tone: var(--running); }
+    .card.paused { --tone: var(--paused); }
+    .card.expired { --tone: var(--expired); }
+    .card.cancelled { --tone: var(--cancelled); }
+    .card:hover { background: var(--surface-2); }
+    .card[aria-pressed="true"] {
+      border-color: var(--tone);
+      background: color-mix(in srgb, var(--tone) 9%, var(--surface));
+    }
+    .card-label { font-size: 12px; font-weight: 600; color: var(--muted); text-transform: uppercase; letter-spacing: 0.06em; }
+    .card-count { font-size: 26px; font-weight: 650; line-height: 1.1; }
+
+    /* Filters */
+    .filters { display: flex; flex-wrap: wrap; gap: 10px; flex: 1 1 420px; justify-content: flex-end; }
+    .field { display: flex; flex-direction: column; gap: 4px; min-width: 0; }
+    .filters .field { width: 150px; }
+    .filters .field.grow { flex: 1 1 220px; max-width: 340px; }
+    .field-row { display: grid; grid-template-columns: 1fr 110px; gap: 10px; }
+
+    /* The table */
+    .table-wrap { overflow-x: auto; margin: 0 -16px; }
+    table { width: 100%; border-collapse: collapse; }
+    #countdowns th, #countdowns td {
+      padding: 8px 10px;
+      text-align: left;
+      vertical-align: middle;
+      border-bottom: 1px solid var(--border);
+      white-space: nowrap;
+    }
+    #countdowns th:first-child, #countdowns td:first-child { padding-left: 16px; }
+    #countdowns th:last-child, #countdowns td:last-child { padding-right: 16px; }
+    #countdowns thead th {
+      position: sticky;
+      top: 0;
+      background: var(--surface);
+      font-size: 11px;
+      font-weight: 600;
+      text-transform: uppercase;
+      letter-spacing: 0.06em;
+      color: var(--muted);
+    }
+    #countdowns tbody tr:hover { background: var(--surface-2); }
+    #countdowns tbody tr:last-child td { border-bottom: none; }
+    #countdowns td.key { max-width: 260px; }
+    .key-link {
+      display: block;
+      max-width: 100%;
+      overflow: hidden;
+      text-overflow: ellipsis;
+      padding: 2px 4px;
+      margin: -2px -4px;
+      border: none;
+      background: none;
+      color: var(--accent);
+      font-family: var(--mono);
+      font-size: 13px;
+      text-align: left;
+    }
+    .key-link:hover { background: var(--accent-soft); text-decoration: underline; }
+    #countdowns td.group { max-width: 160px; overflow: hidden; text-overflow: ellipsis; }
+    #countdowns td.kind { color: var(--muted); font-size: 12px; }
+    #countdowns td.remaining { font-weight: 600; font-size: 14px; text-align: right; min-width: 96px; }
+    #countdowns td.remaining.elapsed { color: var(--accent); }
+    #countdowns td.deadline { color: var(--muted); font-size: 13px; }
+    #countdowns th.progress, #countdowns td.progress { width: 18%; min-width: 110px; }
+    #countdowns tr[data-state="paused"] td.remaining { color: var(--paused); }
+    #countdowns tr[data-state="expired"] td.remaining,
+    #countdowns tr[data-state="cancelled"] td.remaining { color: var(--muted); font-weight: 500; }
+
+    .badge {
+      --tone: var(--muted);
+      display: inline-flex;
+      align-items: center;
+      gap: 6px;
+      padding: 2px 9px;
+      border-radius: 999px;
+      font-size: 12px;
+      font-weight: 600;
+      color: var(--tone);
+      background: color-mix(in srgb, var(--tone) 14%, transparent);
+    }
+    .badge::before {
+      content: "";
+      width: 6px; height: 6px;
+      border-radius: 50%;
+      background: var(--tone);
+    }
+    .badge:empty { display: none; }
+    .badge.running { --tone: var(--running); }
+    .badge.paused { --tone: var(--paused); }
+    .badge.expired, .badge.expiring { --tone: var(--expired); }
+    .badge.cancelled { --tone: var(--cancelled); }
+    .badge.expiring { animation: blink 1s steps(2, start) infinite; }
+    @keyframes blink { 50% { opacity: 0.55; } }
+
+    .bar {
+      height: 6px;
+      border-radius: 999px;
+      background: var(--track);
+      overflow: hidden;
+    }
+    .bar.big { height: 8px; margin-top: 10px; }
+    .bar .fill {
+      display: block;
+      height: 100%;
+      width: 0;
+      border-radius: inherit;
+      background: var(--running);
+    }
+    .bar.none { visibility: hidden; }
+    tr[data-state="paused"] .bar .fill { background: var(--paused); }
+    tr[data-state="expired"] .bar .fill { background: var(--expired); }
+    tr[data-state="cancelled"] .bar .fill { background: var(--cancelled); }
+
+    .actions { text-align: right; }
+    .act {
+      padding: 3px 9px;
+      margin-left: 4px;
+      font-size: 12px;
+      border-radius: 6px;
+    }
+    .act-pause, .act-resume { min-width: 64px; }
+    .act-remove { color: var(--expired); }
+    .act-remove:hover { border-color: var(--expired); }
+
+    .empty { text-align: center; color: var(--muted); padding: 32px 0 16px; margin: 0; }
+    .list-foot {
+      display: flex;
+      align-items: center;
+      justify-content: space-between;
+      gap: 12px;
+      margin-top: 12px;
+      min-height: 32px;
+    }
+    #more { min-width: 140px; }
+
+    /* Side */
+    .new-form { display: flex; flex-direction: column; gap: 10px; margin-top: 12px; }
+    .new-form .primary { margin-top: 4px; padding: 9px; }
+    .facts {
+      display: grid;
+      grid-template-columns: max-content minmax(0, 1fr);
+      gap: 4px 12px;
+      margin: 0;
+      font-size: 13px;
+    }
+    .facts dt { color: var(--muted); }
+    .facts dd { margin: 0; overflow-wrap: anywhere; }
+    .store .panel-head { margin-bottom: 0; }
+    table.mini { font-size: 13px; }
+    table.mini th, table.mini td { padding: 4px 0; border-bottom: 1px solid var(--border); text-align: left; }
+    table.mini th { font-size: 11px; color: var(--muted); font-weight: 600; text-transform: uppercase; letter-spacing: 0.06em; }
+    table.mini .num { text-align: right; }
+    table.mini td:first-child { overflow-wrap: anywhere; }
+
+    /* Detail */
+    .backdrop {
+      position: fixed;
+      inset: 0;
+      z-index: 19;
+      background: rgba(8, 12, 20, 0.35);
+    }
+    .detail {
+      position: fixed;
+      top: 0;
+      right: 0;
+      bottom: 0;
+      z-index: 20;
+      width: min(520px, 100vw);
+      overflow-y: auto;
+      padding: 20px;
+      background: var(--surface);
+      border-left: 1px solid var(--border);
+      box-shadow: -12px 0 32px rgba(0, 0, 0, 0.2);
+      animation: slide-in 0.18s ease-out;
+    }
+    @keyframes slide-in { from { transform: translateX(24px); opacity: 0; } }
+    .detail-head { display: flex; align-items: flex-start; justify-content: space-between; gap: 12px; }
+    .detail-title-row { display: flex; align-items: center; flex-wrap: wrap; gap: 10px; min-width: 0; }
+    .detail-title { font-family: var(--mono); font-size: 16px; overflow-wrap: anywhere; }
+    .detail-live {
+      margin: 16px 0;
+      padding: 16px;
+      border-radius: var(--radius);
+      background: var(--surface-2);
+    }
+    .detail-live .label { display: block; }
+    .detail-time { display: block; font-size: 32px; font-weight: 650; letter-spacing: -0.01em; }
+    .fields dd { font-family: var(--mono); font-size: 12.5px; }
+    .payload {
+      margin: 0;
+      padding: 8px;
+      border-radius: 6px;
+      background: var(--surface-2);
+      white-space: pre-wrap;
+      overflow-wrap: anywhere;
+      font: 12.5px/1.4 var(--mono);
+    }
+    .events { list-style: none; margin: 0; padding: 0; display: flex; flex-direction: column; gap: 8px; }
+    .event {
+      padding: 10px 12px;
+      border: 1px solid var(--border);
+      border-radius: 10px;
+    }
+    .event-head { display: flex; align-items: center; gap: 10px; font-size: 13px; }
+    .event-head time { flex: 1; }
+    .event-kind {
+      --tone: var(--accent);
+      padding: 1px 8px;
+      border-radius: 6px;
+      font-size: 12px;
+      font-weight: 600;
+      font-family: var(--mono);
+      color: var(--tone);
+      background: color-mix(in srgb, var(--tone) 14%, transparent);
+    }
+    .event-kind[data-kind="started"], .event-kind[data-kind="resumed"],
+    .event-kind[data-kind="stopwatch_started"], .event-kind[data-kind="restarted"],
+    .event-kind[data-kind="replaced"] { --tone: var(--running); }
+    .event-kind[data-kind="paused"], .event-kind[data-kind="extended"],
+    .event-kind[data-kind="shortened"] { --tone: var(--paused); }
+    .event-kind[data-kind="expired"], .event-kind[data-kind="removed"] { --tone: var(--expired); }
+    .event-kind[data-kind="cancelled"] { --tone: var(--cancelled); }
+    .event-meta {
+      display: grid;
+      grid-template-columns: max-content minmax(0, 1fr);
+      gap: 2px 10px;
+      margin: 6px 0 0;
+      font-size: 12px;
+    }
+    .event-meta dt { color: var(--muted); }
+    .event-meta dd { margin: 0; overflow-wrap: anywhere; }
+    .event-detail {
+      display: block;
+      margin-top: 6px;
+      padding: 6px 8px;
+      border-radius: 6px;
+      background: var(--surface-2);
+      font: 12px/1.4 var(--mono);
+      white-space: pre-wrap;
+      overflow-wrap: anywhere;
+    }
+
+    /* Narrow screens */
+    @media (max-width: 1100px) {
+      .layout { grid-template-columns: minmax(0, 1fr); }
+      .side { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); }
+    }
+    @media (max-width: 700px) {
+      .topbar { padding: 10px 14px; }
+      .layout { padding: 14px; }
+      .summary { grid-template-columns: repeat(2, minmax(0, 1fr)); }
+      .token-form { width: 100%; }
+      .token-form input { flex: 1; width: auto; }
+      .filters .field { width: auto; flex: 1 1 130px; }
+      .banner { margin: 10px 14px 0; }
+    }
+    @media (prefers-reduced-motion: reduce) {
+      *, *::before, *::after { animation: none !important; transition: none !important; }
+    }
+    """#
+}
