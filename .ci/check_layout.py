@@ -4,7 +4,8 @@
 - The core (`CountdownStoreCore`) depends on no engine: neither GRDB nor postgres-nio (SwiftNIO),
   and none of its files imports one.
 - A host of the PostgreSQL product builds no GRDB; a host of `CountdownStore` (SQLite) builds no
-  SwiftNIO: checked on the closure of each library's target dependencies.
+  SwiftNIO; neither builds Hummingbird, which only the server product (`CountdownStoreServer`,
+  engine-neutral itself) builds: checked on the closure of each library's target dependencies.
 
 Reads `swift package describe --type json` from standard input.
 """
@@ -15,7 +16,8 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENGINES = {"GRDB", "PostgresNIO", "NIO", "NIOCore", "NIOPosix", "CSQLiteShim"}
+ENGINES = {"GRDB", "PostgresNIO", "NIO", "NIOCore", "NIOPosix", "CSQLiteShim", "Hummingbird", "Prometheus"}
+SERVER = {"Hummingbird", "HummingbirdCore", "CountdownStoreServer"}
 
 package = json.load(sys.stdin)
 targets = {t["name"]: t for t in package["targets"]}
@@ -38,8 +40,9 @@ def closure(name):
 problems = []
 for library, forbidden in [
     ("CountdownStoreCore", ENGINES),
-    ("CountdownStore", {"PostgresNIO", "NIO", "NIOCore", "NIOPosix"}),
-    ("CountdownStorePostgres", {"GRDB", "CSQLiteShim", "CountdownStoreSQLite"}),
+    ("CountdownStore", {"PostgresNIO", "NIO", "NIOCore", "NIOPosix"} | SERVER),
+    ("CountdownStorePostgres", {"GRDB", "CSQLiteShim", "CountdownStoreSQLite"} | SERVER),
+    ("CountdownStoreServer", {"GRDB", "CSQLiteShim", "CountdownStoreSQLite", "PostgresNIO", "CountdownStorePostgres"}),
 ]:
     found = closure(library) & forbidden
     if found:
@@ -54,4 +57,5 @@ for path in glob.glob(os.path.join(ROOT, "Sources/CountdownStoreCore/**/*.swift"
 if problems:
     print("error: the layout is broken:\n  " + "\n  ".join(problems), file=sys.stderr)
     sys.exit(1)
-print("layout: the core imports no engine; CountdownStore builds no SwiftNIO; CountdownStorePostgres builds no GRDB")
+print("layout: the core imports no engine; CountdownStore builds no SwiftNIO; CountdownStorePostgres builds no GRDB;"
+      " only CountdownStoreServer builds Hummingbird, and no engine")

@@ -1,7 +1,9 @@
 import CountdownStore
+import CountdownStoreServer
 import Foundation
 import Hummingbird
 import Logging
+import Prometheus
 import ServiceLifecycle
 import UnixSignals
 
@@ -9,7 +11,9 @@ import UnixSignals
 ///
 /// One GRDB database holds the service's `orders` table and the countdowns. One `ServiceGroup`
 /// runs the countdown ticker, the handler that closes orders on their countdowns' events, and the
-/// HTTP server; a graceful shutdown stops them in the reverse order, the ticker last.
+/// HTTP server; a graceful shutdown stops them in the reverse order, the ticker last. The
+/// countdowns' dashboard is mounted at `/countdowns/` behind the operators' password, and the
+/// metrics are served in Prometheus text at `/metrics`.
 public struct OrdersService: Sendable {
     /// How the service runs.
     public struct Configuration: Sendable {
@@ -25,6 +29,11 @@ public struct OrdersService: Sendable {
         public var countdowns = CountdownStore.Configuration()
         /// The service's logger.
         public var logger = Logger(label: "orders-service")
+        /// The password of the operators (HTTP basic authentication, any user name): with one, the
+        /// dashboard at `/countdowns/` may change countdowns; without, it is read-only.
+        public var operatorPassword: String?
+        /// Where the service's metrics, the countdowns' among them, are collected for `/metrics`.
+        public var metrics = PrometheusCollectorRegistry()
 
         /// A configuration with the database at `databasePath` and every other setting as default.
         public init(databasePath: String) {
@@ -43,19 +52,41 @@ public struct OrdersService: Sendable {
     public let store: CountdownStore
     /// The one ticker of the store.
     public let ticker: CountdownTicker
+    /// The countdowns' dashboard and API, mounted at `/countdowns/`.
+    public let dashboard: CountdownDashboard
 
     /// Opens the database and the store; nothing runs until ``run(gracefulShutdownSignals:onServerRunning:)``.
     public init(configuration: Configuration) throws {
         self.configuration = configuration
         orders = try OrderBook(path: configuration.databasePath)
-        store = try CountdownStore(database: orders.database, configuration: configuration.countdowns)
+        var countdowns = configuration.countdowns
+        if countdowns.metrics.factory == nil {
+            countdowns.metrics.factory = PrometheusMetricsFactory(registry: configuration.metrics)
+        }
+        store = try CountdownStore(database: orders.database, configuration: countdowns)
         ticker = CountdownTicker(store: store)
+        dashboard = CountdownDashboard(store: store, writeAccess: configuration.operatorPassword == nil ? .readOnly : .open)
     }
 
     /// The HTTP application: the routes of ``OrderRoutes`` on the configured address.
     func application(onServerRunning: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
         let router = Router(context: OrdersRequestContext.self)
         OrderRoutes(store: store, orders: orders, paymentWindow: configuration.paymentWindow).add(to: router)
+        // The countdowns' dashboard, behind the operators' password when there is one.
+        let countdowns = router.group("countdowns")
+        if let password = configuration.operatorPassword {
+            dashboard.addRoutes(to: countdowns.add(middleware: OperatorsOnly(password: password)))
+        } else {
+            dashboard.addRoutes(to: countdowns)
+        }
+        let registry = configuration.metrics
+        router.get("metrics") { _, _ in
+            var text = [UInt8]()
+            registry.emit(into: &text)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: text)))
+        }
         return Application(
             router: router,
             configuration: .init(address: .hostname(configuration.hostname, port: configuration.port)),
@@ -75,6 +106,8 @@ public struct OrdersService: Sendable {
                 ticker,
                 OrderCloser(store: store, orders: orders, logger: configuration.logger),
                 application(onServerRunning: onServerRunning),
+                // Stopped first: the dashboard's open event streams end, so the server can stop.
+                DashboardStreams(dashboard: dashboard),
             ],
             gracefulShutdownSignals: gracefulShutdownSignals,
             logger: configuration.logger)
@@ -93,6 +126,43 @@ public struct OrdersService: Sendable {
         try await store.close()
         _ = try await store.checkpointWAL()
         try orders.database.close()
+    }
+}
+
+/// Ends the dashboard's event streams once a graceful shutdown begins.
+struct DashboardStreams: Service {
+    let dashboard: CountdownDashboard
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        dashboard.stopStreams()
+    }
+}
+
+/// The operators' door to the dashboard: HTTP basic authentication with their password (a
+/// browser asks for it once and sends it with every request of the page).
+struct OperatorsOnly<Context: RequestContext>: RouterMiddleware {
+    let password: String
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let given = request.headers[.authorization].flatMap { header -> String? in
+            guard header.hasPrefix("Basic "), let data = Data(base64Encoded: String(header.dropFirst(6))) else { return nil }
+            return String(decoding: data, as: UTF8.self).split(separator: ":", maxSplits: 1).dropFirst().first.map(String.init)
+        }
+        guard let given, Self.same(given, password) else {
+            return Response(status: .unauthorized, headers: [.wwwAuthenticate: "Basic realm=\"countdowns\""])
+        }
+        return try await next(request, context)
+    }
+
+    /// Whether the two are equal, in a time that depends on their lengths only.
+    static func same(_ given: String, _ expected: String) -> Bool {
+        let (left, right) = (Array(given.utf8), Array(expected.utf8))
+        var difference = left.count ^ right.count
+        for index in 0..<max(left.count, right.count) {
+            difference |= Int((index < left.count ? left[index] : 0) ^ (index < right.count ? right[index] : 0))
+        }
+        return difference == 0
     }
 }
 

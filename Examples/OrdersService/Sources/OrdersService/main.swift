@@ -5,7 +5,8 @@ import OrdersApp
 
 // `orders-service --db PATH [--port N] [--payment-window-ms N]`: the orders service on
 // 127.0.0.1. It prints `listening on http://127.0.0.1:PORT` once it takes requests (`--port 0`
-// picks a free port), and stops gracefully on SIGTERM or SIGINT.
+// picks a free port), and stops gracefully on SIGTERM or SIGINT. With $ORDERS_OPERATOR_PASSWORD
+// set, the countdowns' dashboard at /countdowns/ asks for it and may change countdowns.
 
 func usage(_ problem: String) -> Never {
     FileHandle.standardError.write(Data("orders-service: \(problem)\nusage: orders-service --db PATH [--port N] [--payment-window-ms N]\n".utf8))
@@ -38,6 +39,7 @@ configuration.port = port
 configuration.paymentWindow = paymentWindow
 configuration.logger = logger
 configuration.countdowns.logger = logger
+configuration.operatorPassword = ProcessInfo.processInfo.environment["ORDERS_OPERATOR_PASSWORD"].flatMap { $0.isEmpty ? nil : $0 }
 let hostname = configuration.hostname
 
 let service = try OrdersService(configuration: configuration)

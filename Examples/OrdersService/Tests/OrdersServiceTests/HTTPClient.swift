@@ -54,6 +54,16 @@ struct HTTPClient: Sendable {
         try await send("POST", path, body: body)
     }
 
+    /// Sends one request and returns the status and the body as text, with `headers` set.
+    func text(_ method: String, _ path: String, headers: [String: String] = [:], body: String? = nil) async throws -> (status: Int, body: String) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        request.httpBody = body.map { Data($0.utf8) }
+        let (data, response) = try await session.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+
     /// Sends one request; the body is raw text, so malformed JSON can be sent too.
     func send(_ method: String, _ path: String, body: String?) async throws -> Reply {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)

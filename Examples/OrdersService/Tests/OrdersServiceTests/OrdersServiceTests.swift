@@ -19,13 +19,14 @@ struct OrdersServiceTests {
         private let group: ServiceGroup
         private let task: Task<Void, any Error>
 
-        init(paymentWindow: Duration = .seconds(2)) async throws {
+        init(paymentWindow: Duration = .seconds(2), operatorPassword: String? = nil) async throws {
             folder = try TemporaryFolder()
             var configuration = OrdersService.Configuration(databasePath: folder.path("orders.sqlite"))
             configuration.port = 0
             configuration.paymentWindow = paymentWindow
             configuration.countdowns = .init(clock: clock)
             configuration.logger.logLevel = .warning
+            configuration.operatorPassword = operatorPassword
             service = try OrdersService(configuration: configuration)
             let (ports, portReport) = AsyncStream.makeStream(of: Int.self)
             group = service.serviceGroup(gracefulShutdownSignals: []) { port in portReport.yield(port) }
@@ -63,6 +64,31 @@ struct OrdersServiceTests {
             #expect(reply.status == 201, "\(reply.json)")
             return try #require(reply.string("order", "id"))
         }
+    }
+
+    @Test("The countdowns' dashboard is mounted behind the operators' password; the metrics count the orders' countdowns")
+    func dashboardAndMetrics() async throws {
+        let service = try await Running(operatorPassword: "s3cret")
+        let client = service.client
+        let order = try await service.place()
+        let operators = ["Authorization": "Basic " + Data("ops:s3cret".utf8).base64EncodedString()]
+
+        #expect(try await client.text("GET", "/countdowns/api/countdowns").status == 401, "the host's middleware stands in front")
+        let wrong = ["Authorization": "Basic " + Data("ops:guess".utf8).base64EncodedString()]
+        #expect(try await client.text("GET", "/countdowns/api/countdowns", headers: wrong).status == 401)
+        let page = try await client.text("GET", "/countdowns/", headers: operators)
+        #expect(page.status == 200 && page.body.contains("dashboard.js"))
+        let listed = try await client.text("GET", "/countdowns/api/countdowns?group=payments", headers: operators)
+        #expect(listed.status == 200 && listed.body.contains("\"key\":\"order-\(order)\""), "\(listed.body)")
+        // Past the password the dashboard may change countdowns: the host decides who gets there.
+        let paused = try await client.text("POST", "/countdowns/api/countdowns/order-\(order)/pause", headers: operators)
+        #expect(paused.status == 200 && paused.body.contains("\"state\":\"paused\""), "\(paused.body)")
+
+        let metrics = try await client.text("GET", "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains(#"countdown_items_started_total{policy="wall"} 1"#), "\(metrics.body)")
+        #expect(metrics.body.contains(#"countdown_items_paused_total{policy="wall"} 1"#))
+        try await service.stop()
     }
 
     @Test("An order gets a payment deadline; a payment before it wins, an expiry after it closes the order once")
