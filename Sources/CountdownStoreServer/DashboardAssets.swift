@@ -1688,9 +1688,10 @@ enum DashboardAssets {
     tr[data-state="cancelled"] .bar .fill { background: var(--cancelled); }
 
     .actions { text-align: right; }
+    #countdowns td.actions { white-space: normal; min-width: 150px; max-width: 230px; }
     .act {
       padding: 3px 9px;
-      margin-left: 4px;
+      margin: 2px 0 2px 4px;
       font-size: 12px;
       border-radius: 6px;
     }

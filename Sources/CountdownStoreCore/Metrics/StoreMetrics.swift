@@ -69,7 +69,6 @@ final class StoreMetrics: Sendable {
 
     /// A write transaction of `operation` committed after `duration`, having appended `tally`.
     func committed(_ operation: WriteOperation, duration: Duration, tally: EventTally?) {
-        guard enabled else { return }
         timer("countdown_write_duration_seconds", [("operation", operation.rawValue)])?.recordNanoseconds(Self.nanoseconds(duration))
         guard let tally else { return }
         for entry in tally.entries {

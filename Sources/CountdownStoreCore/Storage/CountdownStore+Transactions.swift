@@ -54,7 +54,7 @@ extension CountdownStore {
         let metered = metrics.enabled
         while true {
             let outcome: (result: Result<T, CountdownError>, expired: Bool, tally: EventTally?)?
-            let started = ContinuousClock.now
+            let started = metered ? ContinuousClock.now : nil
             outcome = try await translatingErrors(path: path) {
                 do {
                     return try await using.run { try await engine.write { engineTransaction in
@@ -86,7 +86,7 @@ extension CountdownStore {
                 continue
             }
             if notifies || outcome.expired { changes.bump() }
-            metrics.committed(operation, duration: ContinuousClock.now - started, tally: outcome.tally)
+            if let started { metrics.committed(operation, duration: ContinuousClock.now - started, tally: outcome.tally) }
             return try outcome.result.get()
         }
     }
