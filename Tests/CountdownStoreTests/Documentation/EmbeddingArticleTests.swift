@@ -258,7 +258,7 @@ struct EmbeddingArticleTests {
         }
     }
 
-    @Test("An unpaid order is cancelled when its 15 minutes are up, not before", .timeLimit(.minutes(1)))
+    @Test("An unpaid order is cancelled when its 15 minutes are up, not before", .timeLimit(.minutes(5)))
     func unpaidOrderIsCancelledAfter15Minutes() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -290,7 +290,7 @@ struct EmbeddingArticleTests {
         try await store.close()
     }
 
-    @Test("The server's group: expiries reach the named consumer once; a graceful shutdown writes a final heartbeat and frees the lease", .timeLimit(.minutes(1)))
+    @Test("The server's group: expiries reach the named consumer once; a graceful shutdown writes a final heartbeat and frees the lease", .timeLimit(.minutes(5)))
     func serverGroupDeliversAndShutsDownGracefully() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()
@@ -349,7 +349,7 @@ struct EmbeddingArticleTests {
         try await reopened.close()
     }
 
-    @Test("An expiry whose handling failed is delivered again at the next start", .timeLimit(.minutes(1)))
+    @Test("An expiry whose handling failed is delivered again at the next start", .timeLimit(.minutes(5)))
     func unacknowledgedExpiryComesAgain() async throws {
         struct MailServerDown: Error {}
         let folder = try TemporaryFolder()
@@ -377,7 +377,7 @@ struct EmbeddingArticleTests {
         try await store.close()
     }
 
-    @Test("The configured logger gets the lease changes at info, and not the debug line of every open", .timeLimit(.minutes(1)))
+    @Test("The configured logger gets the lease changes at info, and not the debug line of every open", .timeLimit(.minutes(5)))
     func loggerGetsLeaseChanges() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()
@@ -420,7 +420,7 @@ struct EmbeddingArticleTests {
         try await store.close()
     }
 
-    @Test("A ticker that starts beside a live lease says at once that it stands by, as the article's log table says", .timeLimit(.minutes(1)))
+    @Test("A ticker that starts beside a live lease says at once that it stands by, as the article's log table says", .timeLimit(.minutes(5)))
     func standingByIsLoggedAtStart() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()
@@ -448,7 +448,7 @@ struct EmbeddingArticleTests {
         try await holder.close()
     }
 
-    @Test("The app's lifecycle glue: active countdowns stand still while suspended, wall ones count", .timeLimit(.minutes(1)))
+    @Test("The app's lifecycle glue: active countdowns stand still while suspended, wall ones count", .timeLimit(.minutes(5)))
     func appLifecycleSuspendsAndResumes() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()
@@ -474,7 +474,7 @@ struct EmbeddingArticleTests {
         try await store.close()
     }
 
-    @Test("An app killed while suspended starts unsuspended at its next launch", .timeLimit(.minutes(1)))
+    @Test("An app killed while suspended starts unsuspended at its next launch", .timeLimit(.minutes(5)))
     func nextLaunchStartsUnsuspended() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()
@@ -494,7 +494,7 @@ struct EmbeddingArticleTests {
         try await launched.store.close()
     }
 
-    @Test("Display ticks: a label per key and a list per group, on whole seconds, ended by cancelling", .timeLimit(.minutes(1)))
+    @Test("Display ticks: a label per key and a list per group, on whole seconds, ended by cancelling", .timeLimit(.minutes(5)))
     @MainActor
     func displayTicks() async throws {
         let folder = try TemporaryFolder()
@@ -587,7 +587,7 @@ struct EmbeddingArticleTests {
         try await byPath.close()
     }
 
-    @Test("Several store instances on one file: one ticker holds the lease; the standby takes over within two lease intervals", .timeLimit(.minutes(1)))
+    @Test("Several store instances on one file: one ticker holds the lease; the standby takes over within two lease intervals", .timeLimit(.minutes(5)))
     func standbyTakesOver() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()
@@ -608,7 +608,7 @@ struct EmbeddingArticleTests {
         try await crashed.close()
     }
 
-    @Test("In tests, a jump longer than the lease does not count for active countdowns; steps of a heartbeat do", .timeLimit(.minutes(1)))
+    @Test("In tests, a jump longer than the lease does not count for active countdowns; steps of a heartbeat do", .timeLimit(.minutes(5)))
     func jumpsAndSteps() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()

@@ -45,7 +45,7 @@ func gettingStartedServiceGroup(_ store: CountdownStore) async throws {
 
 @Suite("Article: Getting started")
 struct GettingStartedArticleTests {
-    @Test("The article's code starts, queries and expires a countdown", .timeLimit(.minutes(1)))
+    @Test("The article's code starts, queries and expires a countdown", .timeLimit(.minutes(5)))
     func theArticleCodeRuns() async throws {
         let clock = VirtualClock()
         let folder = try TemporaryFolder()

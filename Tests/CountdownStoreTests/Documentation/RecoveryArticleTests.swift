@@ -65,7 +65,7 @@ struct RecoveryArticleTests {
         }
     }
 
-    @Test("A named consumer gets every expiry at least once, across a restart, and resumes after its last acknowledgement", .timeLimit(.minutes(1)))
+    @Test("A named consumer gets every expiry at least once, across a restart, and resumes after its last acknowledgement", .timeLimit(.minutes(5)))
     func namedConsumer() async throws {
         let folder = try TemporaryFolder()
         let path = folder.path()
@@ -125,7 +125,7 @@ struct RecoveryArticleTests {
         try await store.close()
     }
 
-    @Test("Where a new consumer starts; live events are not replayed", .timeLimit(.minutes(1)))
+    @Test("Where a new consumer starts; live events are not replayed", .timeLimit(.minutes(5)))
     func startingPoints() async throws {
         let folder = try TemporaryFolder()
         let store = try CountdownStore(path: folder.path(), configuration: .init(clock: VirtualClock()))
@@ -146,7 +146,7 @@ struct RecoveryArticleTests {
         try await store.close()
     }
 
-    @Test("An expiry superseded by a newer generation is never delivered", .timeLimit(.minutes(1)))
+    @Test("An expiry superseded by a newer generation is never delivered", .timeLimit(.minutes(5)))
     func supersededExpiry() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()
@@ -182,7 +182,7 @@ struct RecoveryArticleTests {
         try await store.close()
     }
 
-    @Test("Two instances on one file: one holds the lease and fires expiries, the other stands by and takes over", .timeLimit(.minutes(1)))
+    @Test("Two instances on one file: one holds the lease and fires expiries, the other stands by and takes over", .timeLimit(.minutes(5)))
     func leaseAndStandby() async throws {
         let folder = try TemporaryFolder()
         let path = folder.path()
@@ -215,7 +215,7 @@ struct RecoveryArticleTests {
         try await two.close()
     }
 
-    @Test("Every operation is one transaction that appends its event", .timeLimit(.minutes(1)))
+    @Test("Every operation is one transaction that appends its event", .timeLimit(.minutes(5)))
     func oneTransactionOneEvent() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()
@@ -247,7 +247,7 @@ struct RecoveryArticleTests {
         try await store.close()
     }
 
-    @Test("prune keeps the events a named consumer has not acknowledged", .timeLimit(.minutes(1)))
+    @Test("prune keeps the events a named consumer has not acknowledged", .timeLimit(.minutes(5)))
     func pruneKeepsUnacknowledgedEvents() async throws {
         let folder = try TemporaryFolder()
         let clock = VirtualClock()
