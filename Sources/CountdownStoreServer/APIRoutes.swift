@@ -41,6 +41,15 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         router.post("api/countdowns/:key/:action") { request, context in
             await answer { try await act(request, key: try key(context), action: context.parameters.get("action") ?? "") }
         }
+        // The same, with the key in the query (`?key=`): the page uses these, as a browser
+        // collapses the path segments `.` and `..`, which are keys like any other.
+        router.get("api/item") { request, _ in await answer { try await item(try queryKey(request)) } }
+        router.get("api/item/events") { request, _ in
+            await answer { try await events(request, key: try queryKey(request)) }
+        }
+        router.post("api/item/:action") { request, context in
+            await answer { try await act(request, key: try queryKey(request), action: context.parameters.get("action") ?? "") }
+        }
         router.get("api/stream") { _, _ in
             do {
                 var response = try await EventStream(store: store, stopping: dashboard.stopping).response()
@@ -239,6 +248,14 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         let raw = context.parameters.get("key") ?? ""
         guard let key = raw.removingPercentEncoding else {
             throw APIError(.badRequest, code: CountdownError.Code.invalidKey.name, "invalid key \(quoted(raw)): bad percent-encoding")
+        }
+        return key
+    }
+
+    /// The `key` of the query.
+    private func queryKey(_ request: Request) throws -> String {
+        guard let key = request.uri.queryParameters.get("key") else {
+            throw APIError(.badRequest, code: CountdownError.Code.invalidKey.name, "missing key: give it as ?key=")
         }
         return key
     }

@@ -301,7 +301,9 @@ enum DashboardAssets {
       }
       const isoOrNull = (ms) => (ms === null || !Number.isFinite(ms) ? '' : new Date(ms).toISOString());
 
-      const itemPath = (key) => 'api/countdowns/' + encodeURIComponent(key);
+      // The key goes in the query, not the path: a browser collapses the path segments '.' and
+      // '..' (encoded or not), so a key like that could not be reached by its path.
+      const itemURL = (key, suffix = '', query = '') => 'api/item' + suffix + '?key=' + encodeURIComponent(key) + query;
 
       // ---------- The server's clock ----------
 
@@ -807,7 +809,7 @@ enum DashboardAssets {
 
       async function refreshKey(key) {
         try {
-          const { body, serverMs } = await api(itemPath(key));
+          const { body, serverMs } = await api(itemURL(key));
           upsertRow(body, serverMs, 'sorted');
         } catch (error) {
           if (error.status === 404) removeRow(key);
@@ -999,7 +1001,7 @@ enum DashboardAssets {
       async function openDetail(key, fromSearch) {
         let result;
         try {
-          result = await api(itemPath(key));
+          result = await api(itemURL(key));
         } catch (error) {
           if (error.status === 404) showError(new Error(`No countdown has the key “${key}”.`));
           else showError(error, 'Could not open the countdown');
@@ -1039,7 +1041,7 @@ enum DashboardAssets {
           const seq = ++detail.seq;
           const key = detail.key;
           try {
-            const { body, serverMs } = await api(itemPath(key));
+            const { body, serverMs } = await api(itemURL(key));
             if (seq === detail.seq) showDetailItem(body, serverMs);
           } catch (error) {
             if (seq === detail.seq && error.status === 404) showDetailGone();
@@ -1051,7 +1053,7 @@ enum DashboardAssets {
       async function loadDetailEvents(seq) {
         const key = detail.key;
         try {
-          const { body } = await api(itemPath(key) + '/events?limit=50');
+          const { body } = await api(itemURL(key, '/events', '&limit=50'));
           if (seq !== detail.seq) return;
           renderEvents(body && Array.isArray(body.items) ? body.items : []);
         } catch (error) {
@@ -1156,7 +1158,7 @@ enum DashboardAssets {
         if (action === 'remove' && !window.confirm(`Remove the countdown “${key}”? Its row and history go.`)) return;
         button.disabled = true;
         try {
-          const { body, serverMs } = await api(itemPath(key) + '/' + action,
+          const { body, serverMs } = await api(itemURL(key, '/' + action),
             { method: 'POST', body: action === 'extend' ? { duration: '1m' } : undefined });
           if (action === 'remove') {
             removeRow(key);
@@ -1688,7 +1690,6 @@ enum DashboardAssets {
     tr[data-state="cancelled"] .bar .fill { background: var(--cancelled); }
 
     .actions { text-align: right; }
-    #countdowns td.actions { white-space: normal; min-width: 150px; max-width: 230px; }
     .act {
       padding: 3px 9px;
       margin: 2px 0 2px 4px;
@@ -1817,8 +1818,8 @@ enum DashboardAssets {
       overflow-wrap: anywhere;
     }
 
-    /* Narrow screens */
-    @media (max-width: 1100px) {
+    /* Narrower screens: the table takes the whole width, its row actions on one line */
+    @media (max-width: 1500px) {
       .layout { grid-template-columns: minmax(0, 1fr); }
       .side { display: grid; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); }
     }
