@@ -7,9 +7,11 @@ import Prometheus
 ///
 /// ```swift
 /// let dashboard = CountdownDashboard(store: store, writeAccess: .open)
-/// let countdowns = router.group("countdowns").add(middleware: MyOperatorsOnly())
-/// dashboard.addRoutes(to: countdowns)    // the page at /countdowns/, the API at /countdowns/api/…
+/// let operators = router.group("countdowns").add(middleware: OperatorsOnly())
+/// dashboard.addRoutes(to: operators)
 /// ```
+///
+/// The page is then at `/countdowns/` and the API at `/countdowns/api/…`.
 ///
 /// `countdown serve` runs the same routes at the root of a server of its own. The article
 /// "Watching a store" lists every route, its JSON and its errors.
