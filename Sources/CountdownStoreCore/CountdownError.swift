@@ -152,16 +152,19 @@ extension CountdownError {
     }
 }
 
-/// A value quoted for an error message, with control characters escaped and long values cut.
+/// A value quoted for an error message, with control characters escaped and long values cut
+/// after `limit` characters (between grapheme clusters, never inside one).
 package func quoted(_ value: String, limit: Int = 80) -> String {
     var shown = ""
     var count = 0
-    for scalar in value.unicodeScalars {
+    for character in value {
         if count == limit {
             shown += "…"
             break
         }
-        shown += scalar.properties.generalCategory == .control ? scalar.escaped(asASCII: true) : String(scalar)
+        for scalar in character.unicodeScalars {
+            shown += scalar.properties.generalCategory == .control ? scalar.escaped(asASCII: true) : String(scalar)
+        }
         count += 1
     }
     return "'\(shown)'"

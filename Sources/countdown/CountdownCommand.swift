@@ -93,7 +93,7 @@ enum Main {
     }
 
     static func fail(_ message: String, status: Int32) -> Never {
-        FileHandle.standardError.write(Data("countdown: \(message)\n".utf8))
+        FileHandle.standardError.write(Data("countdown: \(TerminalText.safe(message))\n".utf8))
         exit(status)
     }
 }

@@ -20,10 +20,14 @@ struct LiveView {
     static var isTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
 
     /// The terminal's width in columns (80 when unknown).
-    static var width: Int {
+    static var width: Int { columns ?? 80 }
+
+    /// The columns output is fitted to: the terminal's width when standard output is a terminal,
+    /// else `$COLUMNS` when it is set to a positive number, else `nil`.
+    static var columns: Int? {
         var size = winsize()
-        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
-        return Int(size.ws_col)
+        if ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        return ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init).flatMap { $0 > 0 ? $0 : nil }
     }
 
     /// Folds in a new snapshot; returns the rows to show, with just-ended items kept a moment.
@@ -47,18 +51,19 @@ struct LiveView {
     /// One line per item, fitted to `width` columns, colored when `color`.
     static func lines(_ items: [Countdown], width: Int, color: Bool) -> [String] {
         guard !items.isEmpty else { return ["no active countdowns"] }
-        let keyWidth = min(max(items.map(\.key.count).max() ?? 3, 3), max(12, width / 4))
+        let keys = items.map { TerminalText.safe($0.key) }
+        let groups = items.map { TerminalText.safe($0.group ?? "-") }
+        let keyWidth = min(max(keys.map { TerminalText.width($0) }.max() ?? 3, 3), max(12, width / 4))
         let barWidth = max(10, min(30, width - keyWidth - 50))
-        let groupWidth = min(max(items.map { ($0.group ?? "-").count }.max() ?? 1, 5), 20)
-        return items.map { item in
-            let key = String(item.key.prefix(keyWidth)).padding(toLength: keyWidth, withPad: " ", startingAt: 0)
+        let groupWidth = min(max(groups.map { TerminalText.width($0) }.max() ?? 1, 5), 20)
+        return zip(items, zip(keys, groups)).map { item, text in
+            let key = TerminalText.fit(text.0, to: keyWidth)
             let bar = progressBar(item, width: barWidth)
-            let figure = (item.remaining.map(DurationText.format) ?? DurationText.format(item.elapsed) + "↑")
-                .padding(toLength: 8, withPad: " ", startingAt: 0)
-            let state = item.state.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)
-            let group = String((item.group ?? "-").prefix(groupWidth)).padding(toLength: groupWidth, withPad: " ", startingAt: 0)
+            let figure = TerminalText.pad(item.remaining.map(DurationText.format) ?? DurationText.format(item.elapsed) + "↑", to: 8)
+            let state = TerminalText.pad(item.state.rawValue, to: 9)
+            let group = TerminalText.fit(text.1, to: groupWidth)
             let line = "\(key)  \(bar)  \(figure)  \(state)  \(group)  \(item.policy.rawValue)"
-            let fitted = String(line.prefix(width))
+            let fitted = TerminalText.cut(line, to: width)
             guard color else { return fitted }
             let code = switch item.state {
             case .running: item.remaining.map { $0 <= .seconds(10) } == true ? "33" : "32"
@@ -151,9 +156,12 @@ func showLiveView(
                     }
                     let header = "\(title) — \(StoreTime.iso8601(milliseconds: snapshot.time.wall))"
                     if terminal {
-                        Screen.draw(header: header + "  (Ctrl-C to quit)", lines: LiveView.lines(rows, width: LiveView.width, color: true))
+                        let width = LiveView.width
+                        Screen.draw(
+                            header: TerminalText.cut(header + "  (Ctrl-C to quit)", to: width),
+                            lines: LiveView.lines(rows, width: width, color: true))
                     } else {
-                        print(([header] + LiveView.lines(rows, width: 120, color: false)).joined(separator: "\n") + "\n")
+                        print(([header] + LiveView.lines(rows, width: LiveView.columns ?? 120, color: false)).joined(separator: "\n") + "\n")
                     }
                     if let end, Date() >= end { break }
                 }

@@ -109,7 +109,7 @@ extension Countdown {
     /// `key: value` lines for `show`.
     var details: String {
         var lines: [(String, String)] = [
-            ("key", key), ("group", group ?? "-"), ("kind", kind.rawValue), ("policy", policy.rawValue),
+            ("key", TerminalText.safe(key)), ("group", TerminalText.safe(group ?? "-")), ("kind", kind.rawValue), ("policy", policy.rawValue),
             ("state", state.rawValue),
         ]
         if let duration { lines.append(("duration", DurationText.format(duration))) }
@@ -123,7 +123,7 @@ extension Countdown {
         }
         if let expiredAt { lines.append(("expired at", StoreTime.iso8601(expiredAt))) }
         lines.append(("generation", String(generation)))
-        if let payload { lines.append(("payload", payload.jsonText)) }
+        if let payload { lines.append(("payload", TerminalText.safe(payload.jsonText))) }
         return lines.map { "\($0.0.padding(toLength: 12, withPad: " ", startingAt: 0)) \($0.1)" }.joined(separator: "\n")
     }
 }
@@ -153,29 +153,49 @@ struct JSONArrayPrinter: ItemPrinter {
     }
 }
 
-/// A table for people, printed as pages come; columns are as wide as the widest value so far.
+/// A table for people, printed as pages come; columns are as wide as the widest value so far,
+/// measured in terminal columns. Given a width (the terminal's, or `$COLUMNS`), keys and groups
+/// are cut with `…` so that a row fits it; without one (a pipe), every value is shown whole.
 struct TablePrinter: ItemPrinter {
     private var widths: [Int]?
+    private let columns: Int?
 
     private static let header = ["KEY", "STATE", "REMAINING", "ELAPSED", "GROUP", "POLICY", "KIND"]
+    private static let separator = "  "
+
+    /// A table fitted to `columns` terminal columns, or of whole values when `nil`.
+    init(columns: Int? = nil) {
+        self.columns = columns
+    }
 
     mutating func print(_ items: [Countdown]) {
         guard !items.isEmpty else { return }
         let rows = items.map { item in
-            [item.key, item.state.rawValue, item.remaining.map(DurationText.format) ?? "-", DurationText.format(item.elapsed),
-             item.group ?? "-", item.policy.rawValue, item.kind.rawValue]
+            [TerminalText.safe(item.key), item.state.rawValue, item.remaining.map(DurationText.format) ?? "-",
+             DurationText.format(item.elapsed), TerminalText.safe(item.group ?? "-"), item.policy.rawValue, item.kind.rawValue]
         }
         let first = widths == nil
-        var widths = widths ?? Self.header.map(\.count)
+        var widths = widths ?? Self.header.map { TerminalText.width($0) }
         for row in rows {
-            for (column, value) in row.enumerated() { widths[column] = max(widths[column], value.count) }
+            for (column, value) in row.enumerated() { widths[column] = max(widths[column], TerminalText.width(value)) }
         }
+        if let columns { widths = Self.fitted(widths, to: columns) }
         self.widths = widths
         for row in (first ? [Self.header] : []) + rows {
             Swift.print(
-                zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+                zip(row, widths).map { TerminalText.fit($0, to: $1) }.joined(separator: Self.separator)
                     .trimmingCharacters(in: .whitespaces))
         }
+    }
+
+    /// `widths` with the group's column at most 20 and the key's given what the others leave of
+    /// `columns` (at least 12), so that a row fits when the terminal allows.
+    private static func fitted(_ widths: [Int], to columns: Int) -> [Int] {
+        var widths = widths
+        widths[4] = min(widths[4], 20)
+        let others = widths.dropFirst().reduce(0, +) + separator.count * (widths.count - 1)
+        widths[0] = min(widths[0], max(12, columns - others))
+        return widths
     }
 
     mutating func finish() {
@@ -188,6 +208,6 @@ func report(_ item: Countdown, json: Bool) {
     if json {
         print(item.json.text)
     } else {
-        print("\(item.key): \(item.state.rawValue), \(item.figure)")
+        print("\(TerminalText.safe(item.key)): \(item.state.rawValue), \(item.figure)")
     }
 }

@@ -48,7 +48,7 @@ extension CountdownCommand {
                         print("Caught up: \(caughtUp.count) expired while the demo was not running:")
                         let expiries = try await store.recentEvents(kinds: [.expired], limit: max(1, caughtUp.count))
                         for event in expiries.reversed() {
-                            print("  \(event.key ?? "")  came due \(event.deadlineAt.map { StoreTime.iso8601($0) } ?? "?")  (late by \(DurationText.format(event.late ?? .zero)))")
+                            print("  \(TerminalText.safe(event.key ?? ""))  came due \(event.deadlineAt.map { StoreTime.iso8601($0) } ?? "?")  (late by \(DurationText.format(event.late ?? .zero)))")
                         }
                         print()
                     }

@@ -53,7 +53,7 @@ extension CountdownCommand {
         private func text(_ report: StoreDiagnostics, path: String) -> String {
             let clock = report.clock
             var lines = [
-                "database       \(path)",
+                "database       \(TerminalText.safe(path))",
                 "schema         \(report.appliedMigrations.count) of \(report.knownMigrations.count) migrations applied (\(report.appliedMigrations.last ?? "none"))",
                 "integrity      \(report.integrity.joined(separator: "; "))",
                 "countdowns     \(countsText(report.counts))",
@@ -63,16 +63,16 @@ extension CountdownCommand {
                 "calibration    \(milliseconds(clock.calibrationOffset)) ms" + (clock.calibratedAt.map { ", set \(StoreTime.iso8601($0))" } ?? ", never set"),
                 "clock skew     \(milliseconds(clock.clockSkew)) ms (system clock + calibration − store clock)",
                 "last heartbeat \(StoreTime.iso8601(clock.lastHeartbeat))",
-                "boot           \(clock.bootIdentity ?? "unknown")",
+                "boot           \(TerminalText.safe(clock.bootIdentity ?? "unknown"))",
                 "host           \(clock.suspended ? "suspended" : "not suspended")",
-                "lease          " + (clock.leaseHolder.map { "held by \($0) until \(StoreTime.iso8601(clock.leaseExpiresAt!))" } ?? "free (no ticker running)"),
+                "lease          " + (clock.leaseHolder.map { "held by \(TerminalText.safe($0)) until \(StoreTime.iso8601(clock.leaseExpiresAt!))" } ?? "free (no ticker running)"),
             ]
             for detail in report.engineDetails {
-                lines.append(detail.name.padding(toLength: 15, withPad: " ", startingAt: 0) + detail.value)
+                lines.append(TerminalText.pad(detail.name, to: 15) + TerminalText.safe(detail.value))
             }
             lines.append("clock events   " + (report.recentClockEvents.isEmpty ? "none" : ""))
             for event in report.recentClockEvents {
-                lines.append("  \(StoreTime.iso8601(event.recordedAt))  \(event.kind.rawValue)  \(event.detail ?? "")")
+                lines.append("  \(StoreTime.iso8601(event.recordedAt))  \(event.kind.rawValue)  \(TerminalText.safe(event.detail ?? ""))")
             }
             return lines.joined(separator: "\n")
         }

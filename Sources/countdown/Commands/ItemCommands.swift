@@ -89,7 +89,7 @@ extension CountdownCommand {
             guard wanted >= 1 else {
                 throw CountdownError(.invalidArgument, "invalid limit \(wanted): must be a positive count")
             }
-            var printer: any ItemPrinter = output.json ? JSONArrayPrinter() : TablePrinter()
+            var printer: any ItemPrinter = output.json ? JSONArrayPrinter() : TablePrinter(columns: LiveView.columns)
             try await withStore(global) { store in
                 var cursor: ListCursor?
                 var left = wanted

@@ -22,12 +22,12 @@ extension CountdownCommand {
             try await withStore(global) { store in
                 guard LiveView.isTerminal else {
                     let items = try await store.list(state, group: group, limit: 10_000)
-                    LiveView.lines(items, width: 120, color: false).forEach { print($0) }
+                    LiveView.lines(items, width: LiveView.columns ?? 120, color: false).forEach { print($0) }
                     return
                 }
                 try await showLiveView(
                     store: store, group: group, states: state, interval: every, seconds: nil,
-                    title: "countdown watch\(group.map { " — group \($0)" } ?? "")")
+                    title: "countdown watch\(group.map { " — group \(TerminalText.safe($0))" } ?? "")")
             }
         }
     }

@@ -63,6 +63,7 @@ func helperEnvironment(_ extra: [String: String] = [:]) -> [String: String] {
     var environment = ProcessInfo.processInfo.environment
     environment["SWIFT_BACKTRACE"] = "enable=no"
     environment.removeValue(forKey: "COUNTDOWN_DB")
+    environment.removeValue(forKey: "COLUMNS")  // the tool fits its tables to it
     for (key, value) in extra { environment[key] = value }
     return environment
 }
