@@ -12,6 +12,9 @@ let package = Package(
         // The live dashboard and HTTP API, as routes a Hummingbird host mounts: the only
         // product that builds Hummingbird (`countdown serve` runs it too).
         .library(name: "CountdownStoreServer", targets: ["CountdownStoreServer"]),
+        // An observable model of countdowns for SwiftUI screens, and an app's lifecycle in one
+        // place: it builds on the SQLite store an app keeps in Application Support.
+        .library(name: "CountdownStoreUI", targets: ["CountdownStoreUI"]),
         .executable(name: "countdown", targets: ["countdown"]),
     ],
     dependencies: [
@@ -79,6 +82,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        .target(name: "CountdownStoreUI", dependencies: ["CountdownStore"]),
         .executableTarget(
             name: "countdown",
             dependencies: [
@@ -139,6 +143,7 @@ let package = Package(
                 "CountdownStore",
                 "CountdownStorePostgres",
                 "CountdownStoreServer",
+                "CountdownStoreUI",
                 "CountdownHostExample",
                 "countdown",
                 "CountdownTortureHelper",

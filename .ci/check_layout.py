@@ -6,6 +6,8 @@
 - A host of the PostgreSQL product builds no GRDB; a host of `CountdownStore` (SQLite) builds no
   SwiftNIO; neither builds Hummingbird, which only the server product (`CountdownStoreServer`,
   engine-neutral itself) builds: checked on the closure of each library's target dependencies.
+- The UI product (`CountdownStoreUI`) builds on the SQLite store an app keeps, and no SwiftNIO
+  or Hummingbird.
 
 Reads `swift package describe --type json` from standard input.
 """
@@ -43,6 +45,7 @@ for library, forbidden in [
     ("CountdownStore", {"PostgresNIO", "NIO", "NIOCore", "NIOPosix"} | SERVER),
     ("CountdownStorePostgres", {"GRDB", "CSQLiteShim", "CountdownStoreSQLite"} | SERVER),
     ("CountdownStoreServer", {"GRDB", "CSQLiteShim", "CountdownStoreSQLite", "PostgresNIO", "CountdownStorePostgres"}),
+    ("CountdownStoreUI", {"PostgresNIO", "NIO", "NIOCore", "NIOPosix", "CountdownStorePostgres"} | SERVER),
 ]:
     found = closure(library) & forbidden
     if found:
@@ -58,4 +61,4 @@ if problems:
     print("error: the layout is broken:\n  " + "\n  ".join(problems), file=sys.stderr)
     sys.exit(1)
 print("layout: the core imports no engine; CountdownStore builds no SwiftNIO; CountdownStorePostgres builds no GRDB;"
-      " only CountdownStoreServer builds Hummingbird, and no engine")
+      " only CountdownStoreServer builds Hummingbird, and no engine; CountdownStoreUI builds neither SwiftNIO nor Hummingbird")

@@ -1,0 +1,47 @@
+// The SwiftUI side, kept thin: everything it calls is plain code that runs and is tested anywhere.
+#if canImport(SwiftUI)
+import SwiftUI
+
+extension AppPhase {
+    /// The app phase of a SwiftUI scene phase.
+    public init(_ phase: ScenePhase) {
+        switch phase {
+        case .active: self = .active
+        case .background: self = .background
+        default: self = .inactive
+        }
+    }
+}
+
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+extension View {
+    /// Hands every change of the scene phase to `lifecycle` (the background suspends the store,
+    /// the foreground resumes it).
+    public func countdownLifecycle(_ lifecycle: CountdownAppLifecycle) -> some View {
+        modifier(CountdownLifecycleModifier(lifecycle: lifecycle))
+    }
+}
+
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+private struct CountdownLifecycleModifier: ViewModifier {
+    @Environment(\.scenePhase) private var scenePhase
+    let lifecycle: CountdownAppLifecycle
+
+    func body(content: Content) -> some View {
+        content.onChange(of: scenePhase, initial: true) { _, phase in
+            Task { await lifecycle.phaseChanged(to: AppPhase(phase)) }
+        }
+    }
+}
+
+@available(macOS 13, iOS 16, tvOS 16, watchOS 9, *)
+extension Text {
+    /// A label that counts `row` down (a countdown) or up (a stopwatch) by itself, and stands
+    /// still while the row does not count: no update per second.
+    public init(timerOf row: CountdownRow) {
+        self.init(
+            timerInterval: row.timerInterval, pauseTime: row.pauseTime, countsDown: row.countsDown,
+            showsHours: row.showsHours)
+    }
+}
+#endif
