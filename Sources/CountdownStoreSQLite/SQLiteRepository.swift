@@ -320,7 +320,7 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func item(key: String) throws -> ItemRecord? {
-        try db.first(ItemRecord.select + " WHERE key = ?", bind: { $0.add(key) }, ItemRecord.init(row:))
+        try db.first(ItemRecord.select + " WHERE key = ?", bind: { $0.add(key) }, { try ItemRecord(row: $0) })
     }
 
     /// The list in the core's predicates and order, through the index it names: the plan never
@@ -340,7 +340,7 @@ struct SQLiteTransaction: RepositoryWriting {
                     }
                 }
                 bindings.add(limit)
-            }, ItemRecord.init(row:))
+            }, { try ItemRecord(row: $0) })
     }
 
     func dueCounts(policy: CountdownPolicy, dueBy deadline: Int64) throws -> [(group: String?, count: Int)] {
@@ -365,7 +365,7 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
-        try db.all(EventRecord.select + " WHERE id > ? ORDER BY id LIMIT ?", bind: { $0.add(afterID); $0.add(limit) }, EventRecord.init(row:))
+        try db.all(EventRecord.select + " WHERE id > ? ORDER BY id LIMIT ?", bind: { $0.add(afterID); $0.add(limit) }, { try EventRecord(row: $0) })
     }
 
     func lastEventID() throws -> Int64 {
@@ -374,7 +374,7 @@ struct SQLiteTransaction: RepositoryWriting {
 
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
         guard let kinds else {
-            return try db.all(EventRecord.select + " ORDER BY id DESC LIMIT ?", bind: { $0.add(limit) }, EventRecord.init(row:))
+            return try db.all(EventRecord.select + " ORDER BY id DESC LIMIT ?", bind: { $0.add(limit) }, { try EventRecord(row: $0) })
         }
         let marks = Array(repeating: "?", count: kinds.count).joined(separator: ",")
         return try db.all(
@@ -382,7 +382,7 @@ struct SQLiteTransaction: RepositoryWriting {
             bind: { values in
                 kinds.forEach { values.add($0) }
                 values.add(limit)
-            }, EventRecord.init(row:))
+            }, { try EventRecord(row: $0) })
     }
 
     func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
@@ -393,7 +393,7 @@ struct SQLiteTransaction: RepositoryWriting {
                 values.add(window)
                 values.add(key)
                 values.add(limit)
-            }, EventRecord.init(row:))
+            }, { try EventRecord(row: $0) })
     }
 
     func items(keys: [String]) throws -> [ItemRecord] {
@@ -404,7 +404,7 @@ struct SQLiteTransaction: RepositoryWriting {
             let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
             items += try db.all(
                 ItemRecord.select + " WHERE key IN (\(marks))", bind: { values in chunk.forEach { values.add($0) } },
-                ItemRecord.init(row:))
+                { try ItemRecord(row: $0) })
         }
         return items
     }
