@@ -281,6 +281,10 @@ struct SQLiteTransaction: RepositoryWriting {
         self.db = db
     }
 
+    /// The SQL of each listing shape, rendered on first use: a list's statement is then looked up
+    /// without building its text again.
+    private static let listingSQL = Locked([Int: String]())
+
     // MARK: Reading
 
     func holdsItemsOrEvents() throws -> Bool {
@@ -327,9 +331,14 @@ struct SQLiteTransaction: RepositoryWriting {
     /// depends on statistics (without them, SQLite may prefer sorting every paused item to
     /// walking the index that is already in order).
     func items(_ listing: ItemListing, limit: Int) throws -> [ItemRecord] {
-        let (conditions, values) = listing.whereClause()
-        let sql = ItemRecord.select + (listing.index.map { " INDEXED BY " + $0 } ?? "") + " WHERE " + conditions
-            + (listing.order.map { " ORDER BY " + $0 } ?? "") + " LIMIT ?"
+        let values = listing.conditions.flatMap(\.values)
+        let sql = Self.listingSQL.withLock { rendered in
+            if let sql = rendered[listing.shape] { return sql }
+            let sql = ItemRecord.select + (listing.index.map { " INDEXED BY " + $0 } ?? "") + " WHERE "
+                + listing.whereClause().sql + (listing.order.map { " ORDER BY " + $0 } ?? "") + " LIMIT ?"
+            rendered[listing.shape] = sql
+            return sql
+        }
         return try db.all(
             sql,
             bind: { bindings in

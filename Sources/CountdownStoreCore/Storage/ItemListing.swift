@@ -26,31 +26,36 @@ package struct ItemListing: Sendable, Hashable {
     package let order: String?
     /// The index that serves the list in its order (its name on every engine), if one does.
     package let index: String?
+    /// Which list this is and which of its optional conditions it has: two listings of the same
+    /// shape differ only in their values, so an engine may render a shape's SQL once and keep it.
+    package private(set) var shape: Int
 
-    private init(_ condition: String, _ values: [Value] = [], order: String?, index: String?) {
+    private init(_ condition: String, _ values: [Value] = [], order: String?, index: String?, kind: Int) {
         self.conditions = [Condition(sql: condition, values: values)]
         self.order = order
         self.index = index
+        self.shape = kind << 8
     }
 
-    /// Adds `AND condition` binding `value`, when there is a value.
-    private func and(_ condition: String, _ value: String?) -> ItemListing {
-        value.map { adding(condition, [.text($0)]) } ?? self
+    /// Adds `AND condition` binding `value`, when there is a value; `bit` marks it in ``shape``.
+    private func and(_ condition: String, _ value: String?, bit: Int) -> ItemListing {
+        value.map { adding(condition, [.text($0)], bit: bit) } ?? self
     }
 
-    /// Adds `AND condition` binding `value`, when there is a value.
-    private func and(_ condition: String, _ value: Int64?) -> ItemListing {
-        value.map { adding(condition, [.int($0)]) } ?? self
+    /// Adds `AND condition` binding `value`, when there is a value; `bit` marks it in ``shape``.
+    private func and(_ condition: String, _ value: Int64?, bit: Int) -> ItemListing {
+        value.map { adding(condition, [.int($0)], bit: bit) } ?? self
     }
 
     /// Adds a keyset condition on `(sort value, key)`, when there is a position to start after.
-    private func and(_ condition: String, _ position: SortPosition?) -> ItemListing {
-        position.map { adding(condition, [.int($0.value), .text($0.key)]) } ?? self
+    private func and(_ condition: String, _ position: SortPosition?, bit: Int) -> ItemListing {
+        position.map { adding(condition, [.int($0.value), .text($0.key)], bit: bit) } ?? self
     }
 
-    private func adding(_ condition: String, _ values: [Value]) -> ItemListing {
+    private func adding(_ condition: String, _ values: [Value], bit: Int) -> ItemListing {
         var listing = self
         listing.conditions.append(Condition(sql: condition, values: values))
+        listing.shape |= 1 << bit
         return listing
     }
 
@@ -62,75 +67,78 @@ package struct ItemListing: Sendable, Hashable {
 
     /// Running countdowns of `policy` by deadline, then key (see ``RepositoryReading/running(policy:group:after:notDueBy:limit:)``).
     package static func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?) -> ItemListing {
-        ItemListing(runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: runningIndex(group))
-            .and("group_name = ?", group)
-            .and("deadline_ms > ?", notDueBy)
-            .and("(deadline_ms, key) > (?, ?)", after)
+        ItemListing(runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: runningIndex(group), kind: 1)
+            .and("group_name = ?", group, bit: 0)
+            .and("deadline_ms > ?", notDueBy, bit: 1)
+            .and("(deadline_ms, key) > (?, ?)", after, bit: 2)
     }
 
     /// Running countdowns of `policy` due by `deadline`, soonest first.
     package static func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?) -> ItemListing {
-        ItemListing(runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: runningIndex(group))
-            .and("deadline_ms <= ?", deadline)
-            .and("group_name = ?", group)
+        ItemListing(runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: runningIndex(group), kind: 2)
+            .and("deadline_ms <= ?", deadline, bit: 1)
+            .and("group_name = ?", group, bit: 0)
     }
 
     /// Running countdowns of `policy` due by `deadline`, latest first, before `before`.
     package static func runningLatestFirst(
         policy: CountdownPolicy, dueBy deadline: Int64, group: String?, before: SortPosition?
     ) -> ItemListing {
-        ItemListing(runningOn, [.text(policy.rawValue)], order: "deadline_ms DESC, key DESC", index: runningIndex(group))
-            .and("group_name = ?", group)
-            .and("deadline_ms <= ?", deadline)
-            .and("(deadline_ms, key) < (?, ?)", before)
+        ItemListing(
+            runningOn, [.text(policy.rawValue)], order: "deadline_ms DESC, key DESC", index: runningIndex(group), kind: 3
+        )
+        .and("group_name = ?", group, bit: 0)
+        .and("deadline_ms <= ?", deadline, bit: 1)
+        .and("(deadline_ms, key) < (?, ?)", before, bit: 2)
     }
 
     /// Paused countdowns by remaining time (`deadline_ms - paused_at_ms`), then key.
     package static func paused(group: String?, after: SortPosition?) -> ItemListing {
         ItemListing(
             "state = 'paused' AND deadline_ms IS NOT NULL", order: "(deadline_ms - paused_at_ms), key",
-            index: group == nil ? "countdowns_paused_by_remaining" : "countdowns_paused_by_group"
+            index: group == nil ? "countdowns_paused_by_remaining" : "countdowns_paused_by_group", kind: 4
         )
-        .and("group_name = ?", group)
-        .and("((deadline_ms - paused_at_ms), key) > (?, ?)", after)
+        .and("group_name = ?", group, bit: 0)
+        .and("((deadline_ms - paused_at_ms), key) > (?, ?)", after, bit: 2)
     }
 
     /// Running or paused stopwatches (or only those in `states`), by key.
     package static func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?) -> ItemListing {
         // Both states use the index as it is; one state filters its entries (written out: a literal).
         let only = states.count == 1 ? states.first.map { " AND state = '\($0.rawValue)'" } ?? "" : ""
+        let kind = states.count == 1 ? (states.contains(.running) ? 6 : 7) : 5
         return ItemListing(
             "kind = 'stopwatch' AND state IN ('running', 'paused')" + only, order: "key",
-            index: group == nil ? "countdowns_active_stopwatches" : "countdowns_active_stopwatches_by_group"
+            index: group == nil ? "countdowns_active_stopwatches" : "countdowns_active_stopwatches_by_group", kind: kind
         )
-        .and("group_name = ?", group)
-        .and("key > ?", afterKey)
+        .and("group_name = ?", group, bit: 0)
+        .and("key > ?", afterKey, bit: 2)
     }
 
     /// Expired countdowns, most recent first, since `sinceMs`.
     package static func expired(sinceMs: Int64?, group: String?, after: SortPosition?) -> ItemListing {
         ItemListing(
             "state = 'expired'", order: "expired_at_ms DESC, key DESC",
-            index: group == nil ? "countdowns_expired_by_time" : "countdowns_expired_by_group"
+            index: group == nil ? "countdowns_expired_by_time" : "countdowns_expired_by_group", kind: 8
         )
-        .and("expired_at_ms >= ?", sinceMs)
-        .and("group_name = ?", group)
-        .and("(expired_at_ms, key) < (?, ?)", after)
+        .and("expired_at_ms >= ?", sinceMs, bit: 1)
+        .and("group_name = ?", group, bit: 0)
+        .and("(expired_at_ms, key) < (?, ?)", after, bit: 2)
     }
 
     /// Cancelled items, most recent first.
     package static func cancelled(group: String?, after: SortPosition?) -> ItemListing {
         ItemListing(
             "state = 'cancelled'", order: "ended_at_ms DESC, key DESC",
-            index: group == nil ? "countdowns_cancelled_by_time" : "countdowns_cancelled_by_group"
+            index: group == nil ? "countdowns_cancelled_by_time" : "countdowns_cancelled_by_group", kind: 9
         )
-        .and("group_name = ?", group)
-        .and("(ended_at_ms, key) < (?, ?)", after)
+        .and("group_name = ?", group, bit: 0)
+        .and("(ended_at_ms, key) < (?, ?)", after, bit: 2)
     }
 
     /// Running and paused items, in no order.
     package static func activeItems(group: String?) -> ItemListing {
-        ItemListing("state IN ('running', 'paused')", order: nil, index: nil).and("group_name = ?", group)
+        ItemListing("state IN ('running', 'paused')", order: nil, index: nil, kind: 10).and("group_name = ?", group, bit: 0)
     }
 
     /// The conditions joined by `AND`, each `?` given by `placeholder` (called with the number of

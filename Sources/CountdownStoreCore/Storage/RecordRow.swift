@@ -6,7 +6,7 @@ import Foundation
 ///
 /// The decoders are inlined into the engine's call (`@inline(__always)`): a generic call across
 /// the module boundary would look up type metadata for every column of every row, which made
-/// reading a page of items a fifth slower than decoding in the engine.
+/// reading a page of items measurably slower than decoding in the engine.
 package protocol RecordRow {
     /// Whether the column holds NULL.
     func isNull(_ column: Int) throws -> Bool
