@@ -9,10 +9,10 @@ started, ended = [], set()
 for line in sys.stdin:
     line = line.rstrip("\n")
     match = re.match(r'^◇ (Test|Suite) (".*?"|\S+)( with \d+ test cases?)? started\.', line)
-    if match:
+    if match and match.group(2) != "run":  # "Test run started.": the whole run
         started.append((match.group(1), match.group(2)))
         continue
-    match = re.match(r'^[✔✘➜↷] (Test|Suite) (".*?"|\S+)', line)
+    match = re.match(r'^[✔✘➜↷━] (Test|Suite) (".*?"|\S+)', line)
     if match:
         ended.add((match.group(1), match.group(2)))
 unfinished = [f"{kind} {name}" for kind, name in started if (kind, name) not in ended]

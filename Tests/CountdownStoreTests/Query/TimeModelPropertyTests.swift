@@ -926,7 +926,7 @@ struct TimeModelPropertyTests {
 
     @Test(
         "Random sequences of operations, suspends, restarts and time with or without a ticker agree with the model",
-        arguments: TestEngine.all)
+        .shrinking(shrinkFailures), arguments: TestEngine.all)
     func randomSequences(engine: TestEngine) async throws {
         let started = ContinuousClock.now
         var totals = Totals()

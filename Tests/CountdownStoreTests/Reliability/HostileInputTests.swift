@@ -78,7 +78,9 @@ struct HostileInputTests {
         }
     }
 
-    @Test("Random operation sequences with hostile keys and durations agree with the reference model", arguments: TestEngine.all)
+    @Test(
+        "Random operation sequences with hostile keys and durations agree with the reference model",
+        .shrinking(shrinkFailures), arguments: TestEngine.all)
     func hostileSequences(engine: TestEngine) async throws {
         let space = Operation.allCases.count * Self.keys.count * Self.durations.count
         let sequences = suiteSize("COUNTDOWN_HOSTILE_SEQUENCES", ci: 40)

@@ -44,6 +44,12 @@ func suiteSize(_ name: String, ci: Int) -> Int {
     ProcessInfo.processInfo.environment[name].flatMap(Int.init) ?? ci
 }
 
+/// Whether a failing property-based test shrinks its input: only with `COUNTDOWN_SHRINK=1`. A
+/// shrink re-runs the whole sequence for every candidate (on PostgreSQL, a fresh schema each), for
+/// as long as candidates keep failing: far beyond any test's bound. A failure prints its input
+/// and how to replay it instead.
+let shrinkFailures = ProcessInfo.processInfo.environment["COUNTDOWN_SHRINK"] == "1"
+
 /// A seeded generator, so a failing run can be replayed with the seed it prints.
 struct SeededGenerator: RandomNumberGenerator {
     var state: UInt64
