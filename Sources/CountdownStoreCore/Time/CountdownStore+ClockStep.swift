@@ -114,11 +114,13 @@ extension CountdownStore {
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
             return (now, expired)
         }
-        // Where hosts share the checkpoint, it is their common mapping between W and the
-        // timelines: saved as extrapolated, never raised by this instance's own floor, which
-        // would shift the timelines against W for every other host.
-        var next = checkpoint.advanced(
-            to: sideBySide ? extrapolation.time : time, unflooredWall: extrapolation.unflooredWall, at: reading)
+        // The checkpoint is saved at this instance's reading, floor included, on every engine.
+        // Where hosts share it, a move is made only by the lease holder or with no live lease,
+        // so the floor is above the extrapolation only when the lease ran out after this
+        // instance counted time as active: saved as extrapolated, the timelines would go back
+        // for the next instance, behind the offsets of the items this one started meanwhile
+        // (they would then show their full remaining time yet sort and come due later).
+        var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
         if let backlog, !next.keepsPlacement(of: backlog, from: checkpoint) {
             // Expiries still to record would be placed elsewhere from the moved checkpoint.
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
