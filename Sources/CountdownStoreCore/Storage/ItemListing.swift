@@ -106,7 +106,8 @@ package struct ItemListing: Sendable, Hashable {
     package static func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?) -> ItemListing {
         // Both states use the index as it is; one state filters its entries (written out: a literal).
         let only = states.count == 1 ? states.first.map { " AND state = '\($0.rawValue)'" } ?? "" : ""
-        let kind = states.count == 1 ? (states.contains(.running) ? 6 : 7) : 5
+        // The shape follows the SQL: one kind per state written out, so that no two texts share one.
+        let kind = states.count == 1 ? 16 + (states.first.flatMap { CountdownState.allCases.firstIndex(of: $0) } ?? 0) : 5
         return ItemListing(
             "kind = 'stopwatch' AND state IN ('running', 'paused')" + only, order: "key",
             index: group == nil ? "countdowns_active_stopwatches" : "countdowns_active_stopwatches_by_group", kind: kind
