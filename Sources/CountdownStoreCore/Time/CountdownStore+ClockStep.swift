@@ -64,22 +64,11 @@ extension CountdownStore {
     /// that came due (oldest first), then moves the checkpoint there, recording a clock event
     /// when the system clock was moved.
     ///
-    /// The rule that keeps every reader's instants still: **a checkpoint never moves in a way
-    /// that would place an unrecorded expiry elsewhere.** A countdown due but not recorded is
-    /// placed on W from the checkpoint (``Now/wall(when:reaches:)``): forwards when it came due
-    /// after it, backwards when before. A move keeps every such instant exactly when it keeps
-    /// `W − timeline` of each timeline with an expiry still to record and the old checkpoint did
-    /// not slew; that is every move while a host ticks (or, for `wall` countdowns, whatever the
-    /// host does) except a calibration. A move that would not is not made: the checkpoint stays,
-    /// and readers go on extrapolating from it until the backlog is recorded (a write that must
-    /// change the checkpoint itself, like suspending, records the backlog first). So a backlog of
-    /// any size is recorded in short transactions, while the checkpoint follows time.
-    ///
-    /// Where writers run side by side (``StorageEngine/writersRunSideBySide``), the checkpoint
-    /// moves only when `forced` or when the clock was edited (and no other instance holds a
-    /// live lease: the holder alone records clock events then), under the clock row's lock;
-    /// every other write leaves the row alone, so writers never queue on it. The clocks need no
-    /// move to stay exact: every reader extrapolates them from the last checkpoint.
+    /// A move that would place an unrecorded expiry elsewhere on W is not made: the checkpoint
+    /// stays until the backlog is recorded (the article "The time model" says why, under
+    /// "Between the deadline and the recorded expiry"). Where writers run side by side
+    /// (``StorageEngine/writersRunSideBySide``), it moves only when `forced` or when the clock
+    /// was edited and no other instance holds a live lease.
     func advanceClocks(
         _ tx: any RepositoryWriting, movingCheckpoint forced: Bool, expiryLimit: Int, leavingToHolder: Bool = false
     ) throws -> (Now, [ItemRecord]) {
