@@ -43,13 +43,23 @@ struct Benchmarks {
     func path(_ name: String) -> String { folder.appendingPathComponent(name).path }
 
     /// Removes the files of earlier cases (all but the large store) and waits for the kernel to
-    /// write back what they left, so that no case pays for another's writes.
+    /// write back what they left, so that no case pays for another's writes. Only the files the
+    /// cases make are removed: anything else in a folder given with `--folder` stays.
     func settle() {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        for name in names where !name.hasPrefix("large-") {
+        for name in names where Self.isCaseFile(name) {
             try? FileManager.default.removeItem(atPath: path(name))
         }
         sync()
+    }
+
+    /// Whether `name` is a file an earlier case made (the large store is kept for the next run).
+    static func isCaseFile(_ name: String) -> Bool {
+        let stores = ["bulk-", "single-", "expire-", "lateness", "ticks", "mass-", "catch-up-", "prune-"]
+        let logs = ["writer-", "reader-", "run-"]
+        let isStore = [".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal"].contains { name.hasSuffix($0) }
+        if isStore { return stores.contains { name.hasPrefix($0) } }
+        return name.hasSuffix(".log") && logs.contains { name.hasPrefix($0) }
     }
 
     /// A new store file with the schema in place, closed: raw benchmarks write into such files

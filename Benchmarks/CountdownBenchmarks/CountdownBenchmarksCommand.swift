@@ -27,7 +27,7 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
     @Option(help: "Run only the benchmarks whose name contains this text (repeatable).")
     var only: [String] = []
 
-    @Option(help: "Folder for the benchmark databases, kept afterwards; a large store built there before is reused (default: a new temporary folder, removed afterwards).")
+    @Option(help: "Folder for the benchmark databases, kept afterwards; a large store built there before is reused; one run at a time (default: a new temporary folder, removed afterwards).")
     var folder: String?
 
     @Option(
@@ -91,6 +91,14 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
             .appendingPathComponent(ownFolder ? "countdown-benchmarks-\(ProcessInfo.processInfo.processIdentifier)" : "")
         try FileManager.default.createDirectory(at: folderURL, withIntermediateDirectories: true)
         defer { if ownFolder { try? FileManager.default.removeItem(at: folderURL) } }
+        // Two runs in one folder would remove and rewrite each other's stores: the second refuses.
+        let lockPath = folderURL.appendingPathComponent(".countdown-benchmarks.lock").path
+        let folderLock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard folderLock >= 0 else { throw ValidationError("cannot open \(lockPath): \(String(cString: strerror(errno)))") }
+        guard flock(folderLock, LOCK_EX | LOCK_NB) == 0 else {
+            throw ValidationError("another CountdownBenchmarks run is using the folder \(folderURL.path); give another --folder")
+        }
+        defer { close(folderLock) }
 
         let log: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
         var sizes: Sizes = quick ? .quick : .full
