@@ -7,11 +7,12 @@ extension CountdownStore {
         /// Where time comes from. Default: ``SystemClock``. Tests pass a ``VirtualClock``.
         public var clock: any StoreClock
         /// How often the lease holder writes a heartbeat. Default: 1 s.
-        ///
-        /// After a crash an `active` countdown loses at most this much time.
         public var heartbeatInterval: Duration
         /// How long a lease lasts without a heartbeat before another process may take it.
         /// Default: 2 s (twice the heartbeat interval).
+        ///
+        /// Active time counts until the lease runs out, so after a crash an `active` countdown
+        /// counts at most this much of the downtime. Keep it longer than the heartbeat interval.
         public var leaseDuration: Duration
         /// How far the system clock may drift from the store wall clock before a clock edit is
         /// recorded. Default: 1 s.

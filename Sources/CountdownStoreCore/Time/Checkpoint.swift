@@ -30,18 +30,21 @@ package struct Checkpoint: Sendable, Hashable {
     /// - Within the boot of the checkpoint, time since it is measured by the boot clock alone,
     ///   so edits of the system clock move nothing.
     /// - Across a reboot only the wall clock exists: it is trusted, but W never goes backwards.
-    /// - Time since the checkpoint is active while a live lease holder ticks and the host is not
-    ///   suspended; otherwise it is background gap (`leaseExpiresAt` is the lease's expiry in W).
+    /// - Unless the host is suspended, time since the checkpoint is active up to the instant the
+    ///   lease runs out (`leaseExpiresAt`, in W), and background gap after it. So A stands still
+    ///   once a lease holder stops renewing, at the value every reader saw it reach: it never
+    ///   goes back. Suspended, all of it is background gap.
     func extrapolate(to reading: ClockReading, leaseExpiresAt: Int64) -> Extrapolation {
         let sameBoot = bootID != nil && bootID == reading.bootID && reading.boot >= heartbeatBoot
         let trustedWall = reading.system &+ calibrationOffset
         let delta = sameBoot ? reading.boot - heartbeatBoot : max(0, trustedWall &- heartbeatAt)
         let unflooredWall = heartbeatAt + delta
         let ticking = !suspended && leaseExpiresAt > unflooredWall
+        let counted = suspended ? 0 : min(delta, max(0, leaseExpiresAt &- heartbeatAt))
         let time = StoreTime(
             wall: wall(after: delta),
-            active: active + (ticking ? delta : 0),
-            gap: gap + (ticking ? 0 : delta))
+            active: active + counted,
+            gap: gap + (delta - counted))
         return Extrapolation(time: time, unflooredWall: unflooredWall, ticking: ticking, sameBoot: sameBoot,
                              skew: trustedWall &- unflooredWall, skewUncertainty: reading.uncertainty)
     }

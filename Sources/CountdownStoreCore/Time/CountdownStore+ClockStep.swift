@@ -104,11 +104,11 @@ extension CountdownStore {
             return (now, expired)
         }
         // The checkpoint is saved at this instance's reading, floor included, on every engine.
-        // Where hosts share it, a move is made only by the lease holder or with no live lease,
-        // so the floor is above the extrapolation only when the lease ran out after this
-        // instance counted time as active: saved as extrapolated, the timelines would go back
-        // for the next instance, behind the offsets of the items this one started meanwhile
-        // (they would then show their full remaining time yet sort and come due later).
+        // The floor is above the extrapolation only when another instance moved the checkpoint
+        // on a reading behind this one's (another host's clock): saved as extrapolated, the
+        // timelines would go back for the next instance, behind the offsets of the items this
+        // one started meanwhile (they would then show their full remaining time yet sort and
+        // come due later).
         var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
         if let backlog, !next.keepsPlacement(of: backlog, from: checkpoint) {
             // Expiries still to record would be placed elsewhere from the moved checkpoint.

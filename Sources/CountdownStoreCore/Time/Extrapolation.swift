@@ -6,7 +6,8 @@ struct Extrapolation: Sendable, Hashable {
     var time: StoreTime
     /// W before the floor is applied: the base of the next checkpoint.
     var unflooredWall: Int64
-    /// Whether time since the checkpoint counted as active.
+    /// Whether the active timeline advances at this reading: the host is not suspended and the
+    /// lease is live.
     var ticking: Bool
     /// Whether the checkpoint was taken in this boot.
     var sameBoot: Bool

@@ -7,7 +7,7 @@ extension Now: ClockInstant {}
 ///
 /// Between two checkpoints the clocks run in step: W and the `wall` timeline advance together
 /// (W at half speed while it slews, see ``Checkpoint/wall(after:)``), the `active` timeline only
-/// while a live lease holder ticks. A checkpoint moves only in ways that keep the instant at which
+/// until the lease runs out (see ``Checkpoint/extrapolate(to:leaseExpiresAt:)``). A checkpoint moves only in ways that keep the instant at which
 /// each countdown due but not yet recorded reached zero (``Checkpoint/keepsPlacement(of:from:)``):
 /// that instant follows from the checkpoint alone, and every reader (the views too) computes the
 /// same instant, which does not move.
@@ -16,7 +16,7 @@ struct Now: Sendable {
     var clocks: StoreTime
     /// The checkpoint the clocks were extrapolated from.
     var base: Checkpoint
-    /// Whether time since the checkpoint counts as active.
+    /// Whether the active timeline advances now: the host is not suspended and the lease is live.
     var ticking: Bool
 
     /// Whether this write left the checkpoint behind because expiries still to record would
@@ -49,8 +49,8 @@ struct Now: Sendable {
     /// for an `active` timeline that stands still (nobody ticks) and has not reached it.
     ///
     /// An `active` timeline that stands still now may still have reached `value` since the
-    /// checkpoint: this process read it while a lease holder ticked, before the lease ran out
-    /// (its readings never go back). It got there while ticking, so it is placed as if ticking.
+    /// checkpoint, before the lease ran out. It got there while ticking, so it is placed as if
+    /// ticking.
     func wall(when policy: CountdownPolicy, reaches value: Int64) -> Int64? {
         let sinceBase = value - (policy == .wall ? base.active + base.gap : base.active)
         if sinceBase < 0 { return base.heartbeatAt + sinceBase }  // before the checkpoint (a store written by an older version)

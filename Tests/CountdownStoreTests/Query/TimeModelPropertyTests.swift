@@ -305,16 +305,17 @@ struct TimeModelPropertyTests {
 
         // MARK: Time
 
-        /// A reading of the clocks now, as every transaction (read or write) takes one: the time
-        /// since the checkpoint is all active if the host is not suspended and the lease is live
-        /// (`expiresAt > now`), else all background gap; never below an earlier reading of this
-        /// instance. Countdowns that reached zero since the last reading become expired, at the
+        /// A reading of the clocks now, as every transaction (read or write) takes one: unless the
+        /// host is suspended, the time since the checkpoint is active up to the instant the lease
+        /// runs out and background gap after it (suspended, all gap); never below an earlier
+        /// reading of this instance. Countdowns that reached zero since the last reading become expired, at the
         /// instant they reached zero.
         mutating func observe() {
             let delta = now - checkpointW
             ticking = !checkpointSuspended && leaseExpires > now
-            var a = checkpointA + (ticking ? delta : 0)
-            var g = checkpointG + (ticking ? 0 : delta)
+            let counted = checkpointSuspended ? 0 : min(delta, max(0, leaseExpires - checkpointW))
+            var a = checkpointA + counted
+            var g = checkpointG + delta - counted
             (extrapolatedActive, extrapolatedGap) = (a, g)
             if let floor {
                 let total = max(a + g, floor.active + floor.gap)
@@ -332,19 +333,22 @@ struct TimeModelPropertyTests {
 
         /// Running countdowns whose remaining time has reached zero become expired, at the instant
         /// their timeline reached the deadline (it moved 1:1 with W since the previous reading, or
-        /// not at all).
+        /// not at all, or, for the `active` timeline, 1:1 until the lease ran out and not after).
         mutating func markDue(since before: (active: Int64, gap: Int64, at: Int64)) {
             for key in items.keys.sorted() {
                 guard var item = items[key], item.state == .running, let duration = item.duration else { continue }
                 let over = runningElapsed(item) - duration
                 guard over >= 0 else { continue }
                 let moved = timeline(item.policy) - (item.policy == .wall ? before.active + before.gap : before.active)
-                if over > 0 && !(moved == now - before.at && over <= moved) {
+                let stoppedAtLeaseEnd = item.policy == .active && moved < now - before.at
+                if over > 0 && !((moved == now - before.at || stoppedAtLeaseEnd) && over <= moved) {
                     trouble.append(
                         "model: \(key) reached zero \(over)ms ago but its timeline moved \(moved)ms in the last \(now - before.at)ms of W")
                 }
                 item.state = .expired
-                item.expiredAt = now - over
+                // A timeline that stood still from the lease's end reached it `over` before it stopped.
+                item.expiredAt = stoppedAtLeaseEnd ? before.at + moved - over : now - over
+                if stoppedAtLeaseEnd && over > 0 { seen["active countdowns reached zero before the lease ran out, read after", default: 0] += 1 }
                 seen["\(item.policy.rawValue) countdowns reached zero", default: 0] += 1
                 if item.plainWall && item.expiredAt != item.startedAt + duration {
                     trouble.append("model: plain wall countdown \(key) reached zero at \(now - over), not startedAt + duration = \(item.startedAt + duration)")

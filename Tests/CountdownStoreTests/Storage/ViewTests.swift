@@ -103,7 +103,7 @@ struct ViewTests {
         try await expectAgreement(store)
     }
 
-    @Test("With no lease holder, active items show the value frozen at the last heartbeat", arguments: TestEngine.all)
+    @Test("With no lease holder after a graceful stop, active items show the value of the final heartbeat", arguments: TestEngine.all)
     func viewsFreezeActiveItemsWithoutALeaseHolder(engine: TestEngine) async throws {
         // The store last ran a minute ago (its clock reads a minute behind the real one),
         // ticked for 10 s, and stopped; the views read the real clock.
@@ -122,13 +122,36 @@ struct ViewTests {
         let realBefore = Date().millisecondsSince1970
         let viewRows = try await rows(reader, "active_countdowns")
         let realAfter = Date().millisecondsSince1970
-        #expect(viewRows["active"]?.elapsedMs == 10_000, "frozen at the last heartbeat")
+        #expect(viewRows["active"]?.elapsedMs == 10_000, "frozen at the final heartbeat")
         // Wall time kept counting: 10 s ticked plus the (about a minute of) real time since the last heartbeat.
         let wallElapsed = try #require(viewRows["wall"]?.elapsedMs)
         #expect(wallElapsed >= 10_000 + realBefore - lastHeartbeat - 50, "\(wallElapsed)")
         #expect(wallElapsed <= 10_000 + realAfter - lastHeartbeat + 50, "\(wallElapsed)")
 
         // A store opened now on the real clock agrees with the views.
+        try await expectAgreement(reader)
+    }
+
+    @Test("After a lease holder dies, active items stand where its lease ran out, in the views and the API alike", arguments: TestEngine.all)
+    func viewsHoldActiveItemsWhereADeadHoldersLeaseRanOut(engine: TestEngine) async throws {
+        // The holder last ran a minute ago (its clock reads a minute behind the real one), ticked
+        // for 10 s and was killed: its lease ran out 2 s after its last heartbeat.
+        let clock = VirtualClock(start: Date().addingTimeInterval(-60), bootIdentity: nil)
+        var fixture = try Fixture(clock: clock, engine: engine)
+        var holder: CountdownStore? = try await fixture.openTicking()
+        try await holder!.start("active", duration: .minutes(5), policy: .active)
+        try await holder!.start("short", duration: .seconds(11), policy: .active)  // reached zero 1 s after the last heartbeat
+        try await run(holder!, clock, for: .seconds(10))
+        let lastHeartbeat = clock.systemMilliseconds
+        holder = nil
+
+        fixture.configuration = .init()
+        let reader = try await fixture.open()
+        let viewRows = try await rows(reader, "countdown_figures")
+        #expect(viewRows["active"]?.elapsedMs == 12_000, "counted until the lease ran out")
+        #expect(viewRows["short"]?.state == "expired")
+        #expect(viewRows["short"]?.expiredAt == StoreTime.iso8601(milliseconds: lastHeartbeat + 1000), "the instant it reached zero")
+        #expect(try await reader.countdown("active")?.elapsed == .seconds(12))
         try await expectAgreement(reader)
     }
 

@@ -123,20 +123,74 @@ struct TimeModelTests {
         #expect(status.now.gap == (Duration.minutes(35)).milliseconds)
     }
 
-    @Test("T3: after a crash an active countdown loses at most one heartbeat interval", arguments: TestEngine.all)
-    func t3ActiveLosesAtMostOneHeartbeatAfterACrash(engine: TestEngine) async throws {
-        let fixture = try Fixture(engine: engine)
-        var store: CountdownStore? = try await fixture.openTicking()
-        try await store!.start("screen", duration: .minutes(10), policy: .active)
-        try await run(store!, fixture.clock, for: .seconds(60))
-        fixture.clock.advance(by: .milliseconds(999))  // SIGKILL just before the next heartbeat
-        store = nil
+    @Test("T3: after a crash an active countdown counts the downtime only until the dead holder's lease runs out", arguments: TestEngine.all)
+    func t3ActiveCountsAtMostTheLeaseAfterACrash(engine: TestEngine) async throws {
+        let lease = CountdownStore.Configuration().leaseDuration
+        for killedAfter in [Duration.milliseconds(1), .milliseconds(999)] {  // just after a heartbeat, just before the next
+            let fixture = try Fixture(engine: engine)
+            var store: CountdownStore? = try await fixture.openTicking()
+            try await store!.start("screen", duration: .minutes(10), policy: .active)
+            try await run(store!, fixture.clock, for: .seconds(60))
+            fixture.clock.advance(by: killedAfter)  // SIGKILL
+            store = nil
 
-        fixture.clock.advance(by: .hours(1))
-        let reopened = try await fixture.openTicking()
-        let elapsed = try #require(try await reopened.countdown("screen")?.elapsed)
-        #expect(elapsed >= .seconds(60) && elapsed <= .seconds(60) + .milliseconds(999))
-        #expect(.seconds(60) + .milliseconds(999) - elapsed <= CountdownStore.Configuration().heartbeatInterval)
+            fixture.clock.advance(by: .hours(1))
+            let reopened = try await fixture.openTicking()
+            let elapsed = try #require(try await reopened.countdown("screen")?.elapsed)
+            // Every reader saw the active timeline advance while the lease was live: it stands
+            // still where the lease ran out, and the next holder starts from there.
+            #expect(elapsed == .seconds(60) + lease, "killed \(killedAfter) after the last heartbeat")
+            #expect(elapsed - (.seconds(60) + killedAfter) <= lease, "off by at most the lease")
+            try await run(reopened, fixture.clock, for: .seconds(5))
+            #expect(try await reopened.countdown("screen")?.elapsed == .seconds(65) + lease)
+        }
+    }
+
+    @Test("T1 across a crash: while a dead holder's lease runs out, no reader sees an active countdown's remaining time go back", arguments: TestEngine.all)
+    func t1ActiveNeverGoesBackWhenTheHolderDies(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        var holder: CountdownStore? = try await fixture.openTicking()
+        let started = try await holder!.now().wall
+        try await holder!.start("screen", duration: .minutes(10), policy: .active)
+        try await holder!.start("short", duration: .seconds(61) + .milliseconds(500), policy: .active)
+        try await run(holder!, fixture.clock, for: .seconds(60))  // the last heartbeat: the lease runs to 62 s
+        let reader = try await fixture.open()  // another process, which never holds the lease
+        fixture.clock.advance(by: .milliseconds(300))
+        holder = nil  // killed 300 ms after its last heartbeat
+
+        var lastRemaining = Duration.minutes(10)
+        var shortExpired = false
+        for step in 1...40 {  // 4 s in steps of 100 ms, across the lease's end
+            fixture.clock.advance(by: .milliseconds(100))
+            // Each read by a process of its own, as `countdown show` would: no floor of an earlier reading.
+            let fresh = try await fixture.open()
+            let screen = try #require(try await fresh.countdown("screen"))
+            let short = try #require(try await fresh.countdown("short"))
+            try await fresh.close()
+            let remaining = try #require(screen.remaining)
+            #expect(remaining <= lastRemaining, "step \(step): the remaining time went from \(lastRemaining) to \(remaining)")
+            lastRemaining = remaining
+            if shortExpired {
+                #expect(short.state == .expired, "step \(step): reached zero, then read \(short.state)")
+            }
+            if short.state == .expired {
+                shortExpired = true
+                #expect(short.expiredAt == Date(millisecondsSince1970: started + 61_500), "the instant it reached zero")
+            }
+        }
+        #expect(shortExpired, "it reached zero 1.5 s after the last heartbeat, within the lease")
+        #expect(try await reader.countdown("screen")?.elapsed == .seconds(62), "A stands still where the lease ran out")
+        #expect(try await reader.now().gap == 2_300, "the rest is background gap")
+
+        // The next holder starts where every reader saw A stand, and records the expiry at that instant.
+        try await reader.heartbeat()
+        #expect(try await reader.countdown("screen")?.elapsed == .seconds(62))
+        try await run(reader, fixture.clock, for: .seconds(3))
+        #expect(try await reader.countdown("screen")?.elapsed == .seconds(65))
+        let recorded = try await events(reader, kind: "expired")
+        #expect(recorded.count == 1)
+        #expect(recorded.first?.deadlineAtMs == started + 61_500)
+        try await reader.close()
     }
 
     @Test("T3: without a lease holder, active time stands still and the gap grows", arguments: TestEngine.all)
