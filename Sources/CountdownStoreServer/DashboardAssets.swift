@@ -424,6 +424,16 @@ enum DashboardAssets {
       // True while no ticker runs (no live lease holder, or the host is suspended): the active
       // timeline stands still, and with it every `active` item.
       let activeFrozen = false;
+      // Server time at which it stopped when a holder's lease ran out unrenewed (it counted until
+      // then); null when unknown or when the host suspended (a later snapshot then tells).
+      let activeFrozenAt = null;
+
+      /** Server time up to which the item's timeline counts, from its snapshot taken at `baseMs`. */
+      function countsUntil(entry, now) {
+        if (entry.item.policy !== 'active' || !activeFrozen) return now;
+        if (activeFrozenAt !== null && activeFrozenAt > entry.baseMs) return Math.min(now, activeFrozenAt);
+        return entry.baseMs;  // stood still since the snapshot
+      }
 
       /** `{ ms, elapsed, fraction, expiring }` for the item at server time `now`. */
       function figures(entry, now) {
@@ -431,14 +441,14 @@ enum DashboardAssets {
         const running = item.state === 'running';
         if (item.kind === 'stopwatch') {
           let ms = Number(item.elapsed_ms) || 0;
-          if (running && !(activeFrozen && item.policy === 'active')) ms += now - entry.baseMs;
+          if (running) ms += countsUntil(entry, now) - entry.baseMs;
           return { ms: Math.max(0, ms), elapsed: true, fraction: null, expiring: false };
         }
         const duration = Number.isFinite(item.duration_ms) ? item.duration_ms : null;
         let remaining;
         if (item.state === 'expired') remaining = 0;
-        else if (running && !(activeFrozen && item.policy === 'active') && entry.deadlineMs !== null) {
-          remaining = Math.max(0, entry.deadlineMs - now);
+        else if (running && entry.deadlineMs !== null && countsUntil(entry, now) !== entry.baseMs) {
+          remaining = Math.max(0, entry.deadlineMs - countsUntil(entry, now));
         } else if (Number.isFinite(item.remaining_ms)) remaining = Math.max(0, item.remaining_ms);
         else remaining = null;
         const fraction = duration && remaining !== null
@@ -963,6 +973,8 @@ enum DashboardAssets {
           (leaseExpires === null || leaseExpires > now) && c.suspended !== true;
         const wasFrozen = activeFrozen;
         activeFrozen = !ticking;
+        // A lease that ran out unrenewed counted until its end (the time model): not a suspend.
+        activeFrozenAt = !ticking && c.suspended !== true && leaseExpires !== null ? leaseExpires : null;
         if (wasFrozen !== activeFrozen) for (const entry of rows.values()) updateRowTime(entry, now);
 
         setField('lease-holder', lease.holder ? String(lease.holder) : 'free (no ticker running)');
