@@ -104,8 +104,8 @@ extension CountdownStore {
             return (now, expired)
         }
         // The checkpoint is saved at this instance's reading, floor included, on every engine.
-        // The floor is above the extrapolation only when another instance moved the checkpoint
-        // on a reading behind this one's (another host's clock): saved as extrapolated, the
+        // The floor is above the extrapolation when another instance moved the checkpoint on a
+        // reading behind this one's (another host's clock, say): saved as extrapolated, the
         // timelines would go back for the next instance, behind the offsets of the items this
         // one started meanwhile (they would then show their full remaining time yet sort and
         // come due later).

@@ -7,8 +7,9 @@ extension Now: ClockInstant {}
 ///
 /// Between two checkpoints the clocks run in step: W and the `wall` timeline advance together
 /// (W at half speed while it slews, see ``Checkpoint/wall(after:)``), the `active` timeline only
-/// until the lease runs out (see ``Checkpoint/extrapolate(to:leaseExpiresAt:)``). A checkpoint moves only in ways that keep the instant at which
-/// each countdown due but not yet recorded reached zero (``Checkpoint/keepsPlacement(of:from:)``):
+/// until the lease runs out (see ``Checkpoint/extrapolate(to:leaseExpiresAt:)``). A checkpoint
+/// moves only in ways that keep the instant at which each countdown due but not yet recorded
+/// reached zero (``Checkpoint/keepsPlacement(of:from:)``):
 /// that instant follows from the checkpoint alone, and every reader (the views too) computes the
 /// same instant, which does not move.
 struct Now: Sendable {
