@@ -37,6 +37,13 @@ extension CountdownStore {
         /// size, each committed (and its events delivered) before the next, with other writes
         /// going between them. Other writes record at most a tenth of it. Default: 1,000.
         public var expiryBatchSize: Int = 1000
+        /// How long stopping (``CountdownStore/close()``, a cancelled ticker, a reader of a
+        /// named consumer ending) waits for the database to take its final writes: the last
+        /// heartbeat, the freed lease, the claims given back. Past it, stopping goes on, logs a
+        /// warning of what it could not write, and leaves it to run out by itself. Default: `nil`,
+        /// the lease duration (at least 1 s), by when the lease has run out anyway. A host on a
+        /// slow or distant database may wait longer; zero or less does not wait.
+        public var stopTimeout: Duration?
         /// Where the store logs. Default: a logger labelled `CountdownStore`.
         public var logger: Logger
         /// What the store reports through swift-metrics. Default: to the backend the host

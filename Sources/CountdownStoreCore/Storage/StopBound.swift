@@ -141,10 +141,11 @@ private final class WaitRace<T: Sendable, Failure: Error>: Sendable {
 }
 
 extension CountdownStore {
-    /// How long the waits on the way to stopping wait for the database: the lease duration (at
-    /// least a second). By then the lease has run out anyway, and what was not written runs out
-    /// by itself.
+    /// How long the waits on the way to stopping wait for the database: the configuration's
+    /// ``Configuration/stopTimeout``, or else the lease duration (at least a second). By then the
+    /// lease has run out anyway, and what was not written runs out by itself.
     package var stopBound: Duration {
-        max(configuration.leaseDuration, .seconds(1))
+        if let timeout = configuration.stopTimeout { return max(timeout, .zero) }
+        return max(configuration.leaseDuration, .seconds(1))
     }
 }

@@ -167,6 +167,36 @@ struct BoundedStopTests {
         }
     }
 
+    @Test(
+        "With a stop timeout longer than a pause of its server, close() waits for the server and leaves nothing to run out",
+        .enabled(if: TestPostgres.serverBinariesAvailable))
+    func stopTimeoutWaitsThroughAPause() async throws {
+        try await Self.withServer { server, fail in
+            let records = RecordingLogHandler.Records()
+            var configuration = CountdownStore.Configuration(logger: Logger(label: "stop") { _ in RecordingLogHandler(records: records) })
+            configuration.stopTimeout = .seconds(60)
+            let url = Self.url(server)
+            let store = try await CountdownStore(postgresURL: url, configuration: configuration)
+            try await store.start("screen", duration: .minutes(5), policy: .active)
+            try await store.heartbeat()
+            #expect(try await store.clockStatus().leaseHolder != nil, "the store holds the lease")
+
+            try await fail(.hung)
+            // The server answers again after longer than the default bound (the lease, 2 s).
+            let resumed = Task {
+                try await Task.sleep(for: .seconds(4))
+                for pid in try Self.serverProcesses(server) { kill(pid, SIGCONT) }
+            }
+            _ = try await Self.bounded("close()", seconds: 60) { try await store.close() }
+            try await resumed.value
+            let warnings = records.all.filter { $0.0 == .warning }.map(\.1)
+            #expect(!warnings.contains { $0.contains("could not") }, "close() wrote everything: \(warnings)")
+            let reopened = try await CountdownStore(postgresURL: url)
+            #expect(try await reopened.clockStatus().leaseHolder == nil, "the final heartbeat freed the lease")
+            try await reopened.close()
+        }
+    }
+
     // MARK: SQLite
 
     @Test(
