@@ -71,6 +71,10 @@ extension CountdownStore {
             self.logger = logger
         }
 
+        /// The lease duration, at least a second: how long a stop waits for the database unless
+        /// ``stopTimeout`` says otherwise, and how long a PostgreSQL session waits on anything.
+        package var leaseAtLeastASecond: Duration { max(leaseDuration, .seconds(1)) }
+
         /// How many expiries a write other than the ticker's batches records at most.
         var writeExpiryBatch: Int { max(1, expiryBatchSize / 10) }
     }

@@ -43,7 +43,7 @@ extension CountdownStore {
             // A host frozen inside a transaction gives its locks up after a lease. PgBouncer
             // refuses this startup parameter: behind it (poll only), set it on the role instead.
             clientConfiguration.options.additionalStartupParameters.append(
-                ("idle_in_transaction_session_timeout", "\(max(1000, configuration.leaseDuration.milliseconds))"))
+                ("idle_in_transaction_session_timeout", "\(configuration.leaseAtLeastASecond.milliseconds)"))
         }
         let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
         let runner = ClientRunner(client)
@@ -138,7 +138,7 @@ extension CountdownStore {
             statements: PostgresStatements(
                 prefix: prefix, insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes),
             abandonment: EngineAbandonment(),
-            cancelledWaitMs: Int(max(1000, configuration.leaseDuration.milliseconds)))
+            cancelledWaitMs: Int(configuration.leaseAtLeastASecond.milliseconds))
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first, upTo: last)

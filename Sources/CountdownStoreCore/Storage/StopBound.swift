@@ -146,6 +146,6 @@ extension CountdownStore {
     /// lease has run out anyway, and what was not written runs out by itself.
     package var stopBound: Duration {
         if let timeout = configuration.stopTimeout { return max(timeout, .zero) }
-        return max(configuration.leaseDuration, .seconds(1))
+        return configuration.leaseAtLeastASecond
     }
 }

@@ -29,7 +29,7 @@ struct QueryTests {
             }
             queue = try DatabaseQueue(path: folder.path(), configuration: configuration)
             var storeConfiguration = CountdownStore.Configuration(clock: clock)
-            storeConfiguration.stopTimeout = .seconds(60)
+            storeConfiguration.stopTimeout = Fixture.stopTimeout
             configure(&storeConfiguration)
             store = try CountdownStore(database: queue, configuration: storeConfiguration)
         }

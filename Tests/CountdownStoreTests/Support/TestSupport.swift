@@ -39,11 +39,13 @@ struct Fixture {
         self.clock = clock
         self.engine = engine
         configuration = CountdownStore.Configuration(clock: clock)
-        // Stopping waits for the final writes as long as a machine under load may take: what a
-        // test reads after a stop is what the stop wrote. The tests of stopping against a database
-        // that does not answer keep the default bound.
-        configuration.stopTimeout = .seconds(60)
+        configuration.stopTimeout = Self.stopTimeout
     }
+
+    /// How long a test's stop waits for the final writes: as long as a machine under load may
+    /// take, so that what a test reads after a stop is what the stop wrote. The tests of stopping
+    /// against a database that does not answer keep the default bound.
+    static let stopTimeout: Duration = .seconds(60)
 
     var path: String { folder.path() }
 
