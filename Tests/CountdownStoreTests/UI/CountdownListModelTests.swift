@@ -33,10 +33,11 @@ final class ObservedChanges {
 
     private func track() {
         withObservationTracking { read() } onChange: { [weak self] in
-            Task { @MainActor in
-                self?.count += 1
-                self?.track()
-            }
+            // Counted as the change happens (the model changes on the main actor), so that a test
+            // that sees the new value sees the count too; registering again waits for the change
+            // to be made, as SwiftUI's next render does.
+            MainActor.assumeIsolated { self?.count += 1 }
+            Task { @MainActor in self?.track() }
         }
     }
 }
