@@ -40,7 +40,7 @@ enum PostgresRaw {
     /// (`?host=`, `?sslmode=`); the pool keeps postgres-nio's default size, as the store's own
     /// client does.
     static func configuration(url text: String) throws -> PostgresClient.Configuration {
-        try PostgresURL(text).clientConfiguration
+        try PostgresConnectionString(text).clientConfiguration
     }
 
     /// One item as read back: every column, decoded (as the engine decodes its rows).

@@ -23,7 +23,8 @@ extension Blocking {
 
     /// Waits on this thread for `future`, the result of a statement on `connection`; throws
     /// ``ConnectionLost`` if the connection has closed and the result still has not come a
-    /// moment later, and ``WaitAbandoned`` (closing the connection) once `watch` gives up. (The
+    /// moment later, ``NoAnswer`` (closing the connection) when no answer came within the
+    /// watch's bound, and ``WaitAbandoned`` (closing the connection) once `watch` gives up. (The
     /// connection and the watch are looked at every 0.1 s while the statement runs: a callback
     /// on its closing would stay registered for as long as the connection lives.)
     static func wait<T: Sendable>(
@@ -36,6 +37,7 @@ extension Blocking {
             done.signal()
         }
         var closedAt: DispatchTime?
+        let answerBy = watch.answerBoundMs.map { DispatchTime.now() + .milliseconds($0) }
         while true {
             if done.wait(timeout: .now() + .milliseconds(100)) == .success, let result = outcome.get() {
                 return try result.get()
@@ -46,6 +48,11 @@ extension Blocking {
                 let closing: EventLoopFuture<Void> = connection.close()
                 closing.whenComplete { _ in }
                 throw WaitAbandoned(reason: reason)
+            }
+            if let answerBy, let bound = watch.answerBoundMs, DispatchTime.now() >= answerBy, !connection.isClosed {
+                let closing: EventLoopFuture<Void> = connection.close()
+                closing.whenComplete { _ in }
+                throw NoAnswer(boundMs: bound)
             }
             guard connection.isClosed else { continue }
             // Closed: the statement's own failure (with the server's reason) normally follows at once.

@@ -4,23 +4,35 @@ import Logging
 import PostgresNIO
 
 extension CountdownStore {
-    /// Opens the store in the PostgreSQL database at `url`, creating its tables (or bringing
-    /// them up to date) on first use, on a connection pool of its own that ``close()`` ends.
+    /// Opens the store in the PostgreSQL database a connection string names, creating its
+    /// tables (or bringing them up to date) on first use, on a connection pool of its own that
+    /// ``close()`` ends.
     ///
     /// ```swift
-    /// let store = try await CountdownStore(postgresURL: "postgres://app@db.internal:5432/orders")
+    /// let store = try await CountdownStore(
+    ///     postgresURL: "postgres://app@db1:5432,db2:5432/orders?target_session_attrs=read-write&sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem")
     /// ```
     ///
-    /// The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`; `?host=/run/postgresql`
-    /// reaches the server through the Unix socket in that folder instead, `?sslmode=disable`
-    /// (or `prefer`, the default, or `require`) chooses TLS, `?schema=NAME` stands for `schema`,
-    /// and `?wakeups=poll` for `wakeUps: .pollOnly`.
+    /// The string is read as libpq reads it, in URL form (`postgres://USER:PASSWORD@HOST:PORT/DB?…`)
+    /// or `key=value` form (`host=db1,db2 dbname=orders sslmode=require`): several hosts tried
+    /// in order with `target_session_attrs` (`any`, `read-write`, `primary`), `sslmode` with
+    /// libpq's meanings (`disable`, `allow`, `prefer` — the default —, `require`, `verify-ca`,
+    /// `verify-full`), `sslrootcert` (a file, or `system`), `sslcert` and `sslkey`,
+    /// `connect_timeout`, `application_name` (default: this process's name), `options`,
+    /// `load_balance_hosts`; a host starting with `/` is a Unix socket folder. What the string
+    /// leaves out comes from the `PG*` environment variables and the password file
+    /// (`PGPASSFILE`, `~/.pgpass`). Two parameters are this package's own: `schema=NAME` stands
+    /// for `schema`, and `wakeups=poll` for `wakeUps: .pollOnly`. Any other parameter is refused
+    /// by name.
+    ///
+    /// The store follows a failover: when its server goes away or refuses writes as read-only,
+    /// it tries the servers again (see the article "Scaling out with PostgreSQL").
     ///
     /// - Parameters:
-    ///   - url: the database's URL.
+    ///   - url: the connection string.
     ///   - schema: a schema of the store's own (created when missing); `nil` puts the tables
     ///     where the connection's `search_path` does (usually `public`).
-    ///   - wakeUps: how this host learns of other hosts' writes; `nil`: as the URL says, else
+    ///   - wakeUps: how this host learns of other hosts' writes; `nil`: as the string says, else
     ///     ``PostgresWakeUps/notifications``. Through PgBouncer in transaction pooling, use
     ///     ``PostgresWakeUps/pollOnly``.
     ///   - configuration: the same settings as for SQLite, less two that are SQLite's alone:
@@ -28,49 +40,50 @@ extension CountdownStore {
     ///     own `lock_timeout` allows) and ``Configuration/durability`` (the server's
     ///     `synchronous_commit` decides). A host frozen inside a transaction gives its locks up
     ///     after ``Configuration/leaseDuration``.
-    /// - Throws: ``CountdownError/Code/invalidArgument`` for a URL that does not parse (naming it,
-    ///   password hidden); ``CountdownError/Code/ioFailure`` when the server cannot be reached;
-    ///   ``CountdownError/Code/schemaTooNew`` for a database written by a newer CountdownStore.
+    /// - Throws: ``CountdownError/Code/invalidArgument`` for a string that does not parse or
+    ///   names a parameter not supported (naming it, password hidden), or a TLS file that cannot
+    ///   be read; ``CountdownError/Code/ioFailure`` when no server can be used, with each
+    ///   server's reason (refused, TLS, authentication, read-only); ``CountdownError/Code/schemaTooNew``
+    ///   for a database written by a newer CountdownStore.
     public convenience init(
         postgresURL url: String, schema: String? = nil, wakeUps: PostgresWakeUps? = nil,
         configuration: Configuration = Configuration()
     ) async throws(CountdownError) {
-        let target = try PostgresURL(url)
+        let target = try PostgresConnectionString(url, defaultApplicationName: ProcessInfo.processInfo.processName)
+        try target.checkTLSFiles()
         let schema = schema ?? target.schema
         let wakeUps = wakeUps ?? target.wakeUps ?? .notifications
-        var clientConfiguration = target.clientConfiguration
+        var extraParameters: [(String, String)] = []
         if wakeUps == .notifications {
             // A host frozen inside a transaction gives its locks up after a lease. PgBouncer
             // refuses this startup parameter: behind it (poll only), set it on the role instead.
-            clientConfiguration.options.additionalStartupParameters.append(
-                ("idle_in_transaction_session_timeout", "\(configuration.leaseAtLeastASecond.milliseconds)"))
+            extraParameters.append(("idle_in_transaction_session_timeout", "\(configuration.leaseAtLeastASecond.milliseconds)"))
         }
-        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
-        let runner = ClientRunner(client)
+        let servers = ServerSelection(target: target, extraParameters: extraParameters, logger: configuration.logger)
         let place = quoted(target.redacted, limit: 200)
-        let connectTimeout = clientConfiguration.options.connectTimeout
+        // Each server tried gets the connect timeout; the whole opening, that and a margin.
+        let openingBound = target.connectTimeout * (target.servers.count + 1)
         let engine: PostgresEngine
         do {
-            // A server that does not answer fails the opening within the connect timeout, with its URL.
             engine = try await withThrowingTaskGroup(of: PostgresEngine?.self) { group in
                 group.addTask {
                     try await Self.prepareEngine(
-                        client: client, schema: schema, place: place, runner: runner, wakeUps: wakeUps,
+                        servers: servers, schema: schema, place: place, wakeUps: wakeUps,
                         configuration: configuration, databaseClock: true, beforeCommit: nil)
                 }
                 group.addTask {
-                    try await Task.sleep(for: connectTimeout)
+                    try await Task.sleep(for: openingBound)
                     return nil
                 }
                 defer { group.cancelAll() }
                 guard let first = try await group.next(), let engine = first else {
                     throw CountdownError(
-                        .ioFailure, "could not reach the database at \(place) within \(connectTimeout): no connection")
+                        .ioFailure, "could not reach the database at \(place) within \(openingBound): no connection")
                 }
                 return engine
             }
         } catch {
-            runner.stop()
+            servers.abandon()
             throw CountdownError(storage: error, path: nil)
         }
         self.init(engine: engine, path: nil, configuration: configuration)
@@ -93,7 +106,7 @@ extension CountdownStore {
         configuration: Configuration = Configuration()
     ) async throws(CountdownError) {
         try await self.init(
-            client: client, schema: schema, place: "the host's PostgreSQL client", runner: nil, wakeUps: wakeUps,
+            client: client, schema: schema, place: "the host's PostgreSQL client", wakeUps: wakeUps,
             configuration: configuration, databaseClock: true)
     }
 
@@ -101,14 +114,14 @@ extension CountdownStore {
     /// for the server's (tests on virtual time); with `migratingUpTo`, the schema is brought only
     /// as far as that migration (tests of upgrades).
     convenience init(
-        client: PostgresClient, schema: String?, place: String, runner: ClientRunner?, wakeUps: PostgresWakeUps,
+        client: PostgresClient, schema: String?, place: String, wakeUps: PostgresWakeUps,
         configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)? = nil,
         migratingUpTo last: String? = nil
     ) async throws(CountdownError) {
         let engine: PostgresEngine
         do {
             engine = try await Self.prepareEngine(
-                client: client, schema: schema, place: place, runner: runner, wakeUps: wakeUps,
+                servers: ServerSelection(client: client, logger: configuration.logger), schema: schema, place: place, wakeUps: wakeUps,
                 configuration: configuration, databaseClock: databaseClock, beforeCommit: beforeCommit, upTo: last)
         } catch {
             throw CountdownError(storage: error, path: nil)
@@ -118,7 +131,7 @@ extension CountdownStore {
 
     /// The engine on `client`, its schema brought up to date and its clocks started.
     private static func prepareEngine(
-        client: PostgresClient, schema: String?, place: String, runner: ClientRunner?, wakeUps: PostgresWakeUps,
+        servers: ServerSelection, schema: String?, place: String, wakeUps: PostgresWakeUps,
         configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)?, upTo last: String? = nil
     ) async throws -> PostgresEngine {
         if let schema, schema.isEmpty || schema.utf8.count > 63 || schema.contains("\0") {
@@ -126,11 +139,11 @@ extension CountdownStore {
                 .invalidArgument, "invalid schema \(quoted(schema)): must be 1 to 63 bytes, without NUL")
         }
         let prefix = schema.map { PostgresMigrator.quotedIdentifier($0) + "." } ?? ""
-        let engine = PostgresEngine(
-            client: client, prefix: prefix, schema: schema,
+        var engine = PostgresEngine(
+            servers: servers, prefix: prefix, schema: schema,
             place: place, logger: configuration.logger,
             bootScope: "\(configuration.clock.bootIdentity ?? "boot"):\(UUID().uuidString.prefix(8).lowercased())",
-            serverClock: ServerClockEstimate(), runner: runner,
+            serverClock: ServerClockEstimate(),
             databaseClock: databaseClock, wakeUps: wakeUps,
             clockStepToleranceMs: max(1, configuration.clockEditTolerance.milliseconds),
             channel: notificationChannel(schema: schema), eventLockClass: eventLockClass(schema: schema),
@@ -138,11 +151,13 @@ extension CountdownStore {
             statements: PostgresStatements(
                 prefix: prefix, insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes),
             abandonment: EngineAbandonment(),
-            cancelledWaitMs: Int(configuration.leaseAtLeastASecond.milliseconds))
+            cancelledWaitMs: Int(configuration.leaseAtLeastASecond.milliseconds),
+            answerBoundMs: nil)
         let first = ClockReading(configuration.clock)
         try await engine.transaction(writing: true) { tx in
             try PostgresMigrator.prepare(tx, firstReading: first, upTo: last)
         }
+        engine.answerBoundMs = max(10_000, 4 * Int(configuration.leaseAtLeastASecond.milliseconds))
         return engine
     }
 }

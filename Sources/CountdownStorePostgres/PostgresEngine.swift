@@ -16,7 +16,8 @@ import PostgresNIO
 /// may hold, so that IDs are read in order, never a lower one after a higher one (see
 /// ``PostgresTransaction/flushEvents()`` and ``PostgresTransaction/eventHorizon()``).
 struct PostgresEngine: StorageEngine {
-    let client: PostgresClient
+    /// The server in use and the pool on it (or the host's client).
+    let servers: ServerSelection
     /// `"schema".` to put before every table name, or empty for the connection's search path.
     let prefix: String
     /// The schema, as given (for messages and the migrations' search path).
@@ -29,8 +30,6 @@ struct PostgresEngine: StorageEngine {
     let bootScope: String
     /// The estimate of the database's clock from this engine's last reading.
     let serverClock: ServerClockEstimate
-    /// The task running an owned client (`nil` for the host's client).
-    let runner: ClientRunner?
     /// Whether the server's clock is the store's system clock (always, but in tests on virtual time).
     let databaseClock: Bool
     /// How this engine learns of other hosts' writes.
@@ -55,6 +54,10 @@ struct PostgresEngine: StorageEngine {
     /// How long a statement is still waited for once the task that waits for it is cancelled:
     /// the store's stop bound (its lease duration, at least a second).
     let cancelledWaitMs: Int
+    /// How long a statement may go unanswered on an open connection before the path to the
+    /// server counts as silent (see ``NoAnswer``): four leases, at least 10 s. `nil` while the
+    /// schema is brought up to date (a migration may rewrite a large table).
+    var answerBoundMs: Int?
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
     var writersRunSideBySide: Bool { true }
@@ -94,6 +97,10 @@ struct PostgresEngine: StorageEngine {
                 return try await attemptTransaction(writing: writing, eventHorizonFirst: eventHorizonFirst, body)
             } catch let error as PostgresFailure where writing && error.isDeadlock && attempt <= Self.deadlockRetries {
                 logger.debug("a write was rolled back by a deadlock; running it again", metadata: ["attempt": "\(attempt)"])
+            } catch let error as PostgresFailure where ServerSelection.isReadOnly(error.error) && attempt == 1 {
+                // The server refused the write as read-only (a standby, or a demoted primary):
+                // nothing was written, and the next attempt runs on the server picked again.
+                logger.info("the database server refused a write as read-only; trying the servers again", metadata: ["error": "\(error)"])
             } catch let failed as BeginFailed {
                 // The pool handed over a connection the server had already closed (a terminated
                 // session, a restart): nothing ran, so once more on another.
@@ -106,10 +113,10 @@ struct PostgresEngine: StorageEngine {
     private func attemptTransaction<T: Sendable>(
         writing: Bool, eventHorizonFirst: Bool, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
     ) async throws -> T {
-        let watch = StatementWatch(abandonment)
+        let watch = StatementWatch(abandonment, answerBoundMs: answerBoundMs)
         do {
             return try await withTaskCancellationHandler {
-                try await client.withConnection { connection in
+                try await servers.withConnection { connection in
                     try await Blocking.run {
                         let tx = PostgresTransaction(engine: self, connection: connection, writing: writing, watch: watch)
                         if eventHorizonFirst {
@@ -166,10 +173,10 @@ struct PostgresEngine: StorageEngine {
     /// The event horizon (see ``PostgresTransaction/eventHorizon()``): it changes whenever
     /// anybody commits an event.
     func foreignChangeToken() async throws -> Int {
-        let watch = StatementWatch(abandonment)
+        let watch = StatementWatch(abandonment, answerBoundMs: answerBoundMs)
         do {
             let value = try await withTaskCancellationHandler {
-                try await client.withConnection { connection in
+                try await servers.withConnection { connection in
                     try await Blocking.run {
                         try PostgresTransaction(engine: self, connection: connection, writing: false, watch: watch)
                             .computeEventHorizon()
@@ -198,7 +205,7 @@ struct PostgresEngine: StorageEngine {
         var delayMs: Int64 = 100
         while !Task.isCancelled {
             do {
-                try await client.withConnection { connection in
+                try await servers.withConnection { connection in
                     try await connection.listen(on: channel) { notifications in
                         changed()
                         listened.set()
@@ -228,15 +235,19 @@ struct PostgresEngine: StorageEngine {
 
     func checkpointLog() async throws -> Bool { true }
 
-    /// The server's version, the lease's term, and how far this host's clock is from the database's.
+    /// The server reached (address, version, primary or standby, TLS), the lease's term, and how
+    /// far this host's clock is from the database's.
     func details(clock: any StoreClock) async throws -> [EngineDetail] {
         let schema = schema
+        let reached = servers.server
         return try await transaction(writing: false) { tx in
             let before = clock.systemMilliseconds
             let row = try tx.run(
                 """
                 SELECT current_setting('server_version'), (SELECT term FROM \(tx.engine.prefix)countdown_lease WHERE id = 1),
-                    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, current_schema()
+                    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, current_schema(), pg_is_in_recovery(),
+                    host(inet_server_addr()), inet_server_port(),
+                    (SELECT CASE WHEN ssl THEN version || ' ' || cipher END FROM pg_stat_ssl WHERE pid = pg_backend_pid())
                 """
             ).rows.first?.makeRandomAccess()
             let after = clock.systemMilliseconds
@@ -244,8 +255,16 @@ struct PostgresEngine: StorageEngine {
             let term = try row?[1].decode(Int64?.self)
             let server = try row?[2].decode(Int64.self) ?? before
             let offset = (before + after) / 2 - server
+            let standby = try row?[4].decode(Bool.self) ?? false
+            let address = try row?[5].decode(String?.self)
+            let port = try row?[6].decode(Int?.self)
+            let tls = try row?[7].decode(String?.self)
+            let seenAs = address.map { " (\($0):\(port ?? 0) as the server sees it)" } ?? " (Unix socket)"
             return [
                 EngineDetail(name: "server", value: "PostgreSQL \(version), \(tx.engine.place)"),
+                EngineDetail(name: "connected to", value: "\(reached.map(\.description) ?? "the host's client")\(seenAs)"),
+                EngineDetail(name: "role", value: standby ? "standby (read-only)" : "primary"),
+                EngineDetail(name: "tls", value: tls ?? "off"),
                 EngineDetail(name: "schema", value: try schema ?? row?[3].decode(String?.self) ?? "default"),
                 EngineDetail(name: "lease term", value: term.map { "\($0)" } ?? "none"),
                 EngineDetail(
@@ -265,7 +284,7 @@ struct PostgresEngine: StorageEngine {
     /// as abandoned); an owned client ends, so that no connection is waited for either.
     func abandonWaits() {
         abandonment.abandon()
-        runner?.stop()
+        servers.abandon()
     }
 
     func clockReading(_ local: ClockReading) -> ClockReading {

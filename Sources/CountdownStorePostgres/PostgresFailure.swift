@@ -32,7 +32,8 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
     /// exceptions), the connection broke or was closing, or the pool could not open one. The
     /// store's own pool being shut down (the store closed) is not transient.
     var isTransient: Bool {
-        if error is ConnectionLost || error is WaitAbandoned { return true }
+        if error is ConnectionLost || error is WaitAbandoned || error is NoAnswer { return true }
+        if let none = error as? ServerSelection.NoServer { return !none.isFinal }
         guard let psql = error as? PSQLError else {
             // The pool's own failure that postgres-nio does not turn into a `PSQLError`: no
             // connection could be opened for a while (its circuit breaker tripped). Its type
@@ -56,6 +57,12 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
         let where_ = " at \(place)"
         if let abandoned = error as? WaitAbandoned {
             return CountdownError(.ioFailure, "stopped waiting for the database\(where_): \(abandoned.reason)", underlying: self)
+        }
+        if let none = error as? ServerSelection.NoServer {
+            return CountdownError(.ioFailure, "could not connect to the database\(where_): \(none)", underlying: self)
+        }
+        if let silent = error as? NoAnswer {
+            return CountdownError(.ioFailure, "lost the connection to the database\(where_): \(silent)", underlying: self)
         }
         if isTransient, error is ConnectionLost || error is PSQLError {
             let psql = error as? PSQLError

@@ -20,3 +20,11 @@ struct WaitAbandoned: Error, CustomStringConvertible {
     let reason: String
     var description: String { "stopped waiting for the database's answer: \(reason)" }
 }
+
+/// A statement got no answer within the engine's bound while its connection stayed open: the
+/// network path to the server went silent (or the server stalled). The connection is closed,
+/// and the store moves on as after a lost connection.
+struct NoAnswer: Error, CustomStringConvertible {
+    let boundMs: Int
+    var description: String { "no answer from the database within \(boundMs) ms; the connection was closed" }
+}

@@ -8,9 +8,12 @@ final class StatementWatch: @unchecked Sendable {
     private var giveUpAt: DispatchTime?
     private var graceMs = 0
     private let engine: EngineAbandonment
+    /// How long one statement may go unanswered on an open connection (`nil`: without a bound).
+    let answerBoundMs: Int?
 
-    init(_ engine: EngineAbandonment) {
+    init(_ engine: EngineAbandonment, answerBoundMs: Int? = nil) {
         self.engine = engine
+        self.answerBoundMs = answerBoundMs
     }
 
     /// Gives up `milliseconds` from now (or earlier, if asked before).

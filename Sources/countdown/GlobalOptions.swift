@@ -13,7 +13,9 @@ let toolLogger: Logger = {
 
 /// Options every subcommand takes.
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The database file, or a PostgreSQL URL (postgres://USER@HOST:PORT/DB).", valueName: "path"))
+    @Option(name: .long, help: ArgumentHelp(
+            "The database file, or a PostgreSQL connection string (postgres://USER@HOST:PORT/DB, or host=H dbname=DB …).",
+            valueName: "path"))
     var db: String?
 
     /// `--db`, else `$COUNTDOWN_DB`, else `$XDG_DATA_HOME/countdown/<file>` (or `~/.local/share/...`).
@@ -32,7 +34,7 @@ struct GlobalOptions: ParsableArguments {
         return NSHomeDirectory()
     }
 
-    /// Opens the store: in PostgreSQL for a `postgres://` URL, else in the file, creating its
+    /// Opens the store: in PostgreSQL for a connection string, else in the file, creating its
     /// folder (mode 0700) as needed.
     func openStore(
         defaultFile: String = "countdowns.sqlite", logger: Logger = toolLogger, claimTimeout: Duration? = nil,
@@ -59,9 +61,10 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
-/// Whether `--db` names a PostgreSQL database (a `postgres://` URL) rather than a file.
+/// Whether `--db` names a PostgreSQL database (a `postgres://` URL, or libpq's `key=value`
+/// pairs such as `host=db1,db2 dbname=orders`) rather than a file.
 func isPostgresURL(_ path: String) -> Bool {
-    path.hasPrefix("postgres://") || path.hasPrefix("postgresql://")
+    PostgresConnectionString.isConnectionString(path)
 }
 
 /// `--json`.

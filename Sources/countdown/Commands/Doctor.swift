@@ -1,5 +1,6 @@
 import ArgumentParser
 import CountdownStore
+import CountdownStorePostgres
 import Foundation
 
 extension CountdownCommand {
@@ -12,8 +13,10 @@ extension CountdownCommand {
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
-            let path = global.databasePath()
-            guard isPostgresURL(path) || FileManager.default.fileExists(atPath: path) else {
+            let given = global.databasePath()
+            // A connection string is shown without its password.
+            let path = isPostgresURL(given) ? PostgresConnectionString.redact(given) : given
+            guard isPostgresURL(given) || FileManager.default.fileExists(atPath: given) else {
                 report(problem: CountdownError(.notFound, "no database at '\(path)'"), path: path)
             }
             let store: CountdownStore

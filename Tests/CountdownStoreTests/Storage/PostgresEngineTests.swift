@@ -29,7 +29,7 @@ struct PostgresWakeUpTests {
     /// A store on the fixture's schema and virtual clock, learning of other hosts' writes as `wakeUps` says.
     private func host(_ fixture: Fixture, wakeUps: PostgresWakeUps) async throws -> CountdownStore {
         try await CountdownStore(
-            client: try PostgresFixtures.client(), schema: fixture.schema, place: "schema \(fixture.schema)", runner: nil,
+            client: try PostgresFixtures.client(), schema: fixture.schema, place: "schema \(fixture.schema)",
             wakeUps: wakeUps, configuration: fixture.configuration, databaseClock: false)
     }
 
@@ -101,12 +101,12 @@ struct PostgresWakeUpTests {
 
     @Test("URLs take ?wakeups=notify or poll, and name a bad value")
     func wakeUpsInURLs() throws {
-        #expect(try PostgresURL("postgres://app@db:5432/orders?wakeups=poll").wakeUps == .pollOnly)
-        #expect(try PostgresURL("postgres://app@db:5432/orders?wakeups=notify").wakeUps == .notifications)
-        #expect(try PostgresURL("postgres://app@db:5432/orders").wakeUps == nil)
-        #expect(throws: CountdownError.self) { try PostgresURL("postgres://app@db:5432/orders?wakeups=sometimes") }
+        #expect(try PostgresConnectionString("postgres://app@db:5432/orders?wakeups=poll").wakeUps == .pollOnly)
+        #expect(try PostgresConnectionString("postgres://app@db:5432/orders?wakeups=notify").wakeUps == .notifications)
+        #expect(try PostgresConnectionString("postgres://app@db:5432/orders").wakeUps == nil)
+        #expect(throws: CountdownError.self) { try PostgresConnectionString("postgres://app@db:5432/orders?wakeups=sometimes") }
         do {
-            _ = try PostgresURL("postgres://app@db:5432/orders?wakeups=sometimes")
+            _ = try PostgresConnectionString("postgres://app@db:5432/orders?wakeups=sometimes")
         } catch {
             #expect(error.code == .invalidArgument && error.message.contains("unknown wakeups") && error.message.contains("sometimes"))
         }
@@ -136,7 +136,7 @@ struct PostgresHostsTests {
         for offset in [Duration.hours(-1), .zero, .hours(1)] {
             stores.append(
                 try await CountdownStore(
-                    client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
+                    client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", wakeUps: .pollOnly,
                     // A lease that outlasts the test however slow the machine: a holder's lease never
                     // runs out between two of its steps.
                     configuration: CountdownStore.Configuration(clock: OffsetClock(offset: offset), leaseDuration: .seconds(120)),
@@ -199,7 +199,7 @@ struct PostgresHostsTests {
         let release = DispatchSemaphore(value: 0)
         // Once, right before its COMMIT (its event numbered), the first host waits to be released.
         let first = try await CountdownStore(
-            client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
+            client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", wakeUps: .pollOnly,
             configuration: CountdownStore.Configuration(leaseDuration: .seconds(120)), databaseClock: true,
             beforeCommit: {
                 guard armed.withLock({ armed in defer { armed = false }; return armed }) else { return }
@@ -255,7 +255,7 @@ struct PostgresHostsTests {
         let configuration = CountdownStore.Configuration(leaseDuration: .seconds(120), clockEditTolerance: .milliseconds(500))
         let opening = Task {
             try await CountdownStore(
-                client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
+                client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", wakeUps: .pollOnly,
                 configuration: configuration, databaseClock: true)
         }
         try await eventually("the creation waits for the lock") {

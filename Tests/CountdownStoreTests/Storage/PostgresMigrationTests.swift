@@ -35,7 +35,7 @@ struct PostgresMigrationTests {
         let fixture = try Fixture(engine: .postgres)
         let schema = fixture.schema
         let old = try await CountdownStore(
-            client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
+            client: try PostgresFixtures.client(), schema: schema, place: "schema \(schema)", wakeUps: .pollOnly,
             configuration: fixture.configuration, databaseClock: false, migratingUpTo: first)
         try await old.close()
         #expect(try await applied(schema) == [first])

@@ -25,7 +25,7 @@ struct PostgresRestartTests {
         try await server.withClient { client in
             let schema = PostgresFixtures.newSchema()
             let store = try await CountdownStore(
-                client: client, schema: schema, place: "schema \(schema)", runner: nil, wakeUps: wakeUps,
+                client: client, schema: schema, place: "schema \(schema)", wakeUps: wakeUps,
                 configuration: configuration, databaseClock: false)
             try await body(server, client, schema, store)
         }

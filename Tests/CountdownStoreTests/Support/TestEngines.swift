@@ -62,7 +62,7 @@ enum PostgresFixtures {
     /// (the suites run on virtual time).
     static func open(schema: String, configuration: CountdownStore.Configuration) async throws -> CountdownStore {
         try await CountdownStore(
-            client: try client(), schema: schema, place: "schema \(schema)", runner: nil, wakeUps: .pollOnly,
+            client: try client(), schema: schema, place: "schema \(schema)", wakeUps: .pollOnly,
             configuration: configuration, databaseClock: false)
     }
 
