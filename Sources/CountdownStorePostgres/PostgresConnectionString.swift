@@ -16,6 +16,12 @@ package struct PostgresConnectionString: Sendable {
         package var host: String
         package var port: Int
 
+        /// The server at `host` (a name, an address, or a socket folder) and `port`.
+        package init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
         /// Whether this server is reached through a Unix socket.
         package var isSocket: Bool { host.hasPrefix("/") }
 
