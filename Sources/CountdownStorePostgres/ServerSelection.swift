@@ -201,18 +201,28 @@ final class ServerSelection: @unchecked Sendable {
                 lastError = error
                 continue
             }
-            defer { connection.close().whenComplete { _ in } }
-            if requirement != .any {
-                let rows = try await connection.query(
-                    "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger)
-                for try await (inRecovery, readOnly) in rows.decode((Bool, Bool).self) {
-                    if requirement == .primary, inRecovery { throw ServerRefused(reason: "a standby (in recovery), and a primary is wanted") }
-                    if requirement == .readWrite, readOnly { throw ServerRefused(reason: "read-only, and a server that takes writes is wanted") }
-                }
+            // Closed before it goes: a connection must not end its life open.
+            do {
+                try await check(connection, requirement)
+            } catch {
+                try? await connection.close()
+                throw error
             }
+            try? await connection.close()
             return mode
         }
         throw lastError ?? ServerRefused(reason: "no connection")
+    }
+
+    /// Checks that the server on `connection` meets `requirement`.
+    private func check(_ connection: PostgresConnection, _ requirement: PostgresConnectionString.TargetSessionAttributes) async throws {
+        guard requirement != .any else { return }
+        let rows = try await connection.query(
+            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger)
+        for try await (inRecovery, readOnly) in rows.decode((Bool, Bool).self) {
+            if requirement == .primary, inRecovery { throw ServerRefused(reason: "a standby (in recovery), and a primary is wanted") }
+            if requirement == .readWrite, readOnly { throw ServerRefused(reason: "read-only, and a server that takes writes is wanted") }
+        }
     }
 
     /// Marks the pick for renewal if `error` says the server is gone or refuses writes.

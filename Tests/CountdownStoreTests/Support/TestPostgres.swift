@@ -51,9 +51,17 @@ struct TestPostgres: Sendable {
             database: database ?? self.database, tls: .disable)
     }
 
-    /// Runs `body` with a client of this server, running for the body's duration.
-    func withClient<T: Sendable>(database: String? = nil, _ body: (PostgresClient) async throws -> T) async throws -> T {
-        let client = PostgresClient(configuration: configuration(database: database), backgroundLogger: Logger(label: "test-postgres"))
+    /// Runs `body` with a client of this server, running for the body's duration; through the
+    /// server's Unix socket with `viaSocket` (a throwaway server's, for one that refuses plain TCP).
+    func withClient<T: Sendable>(
+        database: String? = nil, viaSocket: Bool = false, _ body: (PostgresClient) async throws -> T
+    ) async throws -> T {
+        var configuration = configuration(database: database)
+        if viaSocket, let folder {
+            configuration = PostgresClient.Configuration(
+                unixSocketPath: "\(folder)/.s.PGSQL.\(port)", username: username, password: password, database: database ?? self.database)
+        }
+        let client = PostgresClient(configuration: configuration, backgroundLogger: Logger(label: "test-postgres"))
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
@@ -74,20 +82,25 @@ struct TestPostgres: Sendable {
             folder: nil, binaries: try binaryFolder())
     }
 
-    private static func throwaway(environment: [String: String] = [:], listenAddresses: String = "127.0.0.1") throws -> TestPostgres {
+    private static func throwaway(
+        environment: [String: String] = [:], listenAddresses: String = "127.0.0.1", settings extra: [String] = [], hba: String? = nil
+    ) throws -> TestPostgres {
         let binaries = try binaryFolder()
         let folder = try temporaryFolder()
         let asRoot = getuid() == 0
         if asRoot { try run("/bin/chown", ["postgres:postgres", folder]) }
         let port = try freePort()
         try runAsServer(asRoot, "\(binaries)/initdb", ["-D", "\(folder)/data", "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+        if let hba {
+            try hba.write(toFile: "\(folder)/data/pg_hba.conf", atomically: false, encoding: .utf8)
+        }
         // fsync off: the suites kill hosts and restart the server cleanly; none simulates the
         // machine losing power, and CI runs them faster without a sync per commit.
         let settings = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         try runAsServer(asRoot, "/usr/bin/env", settings + [
             "\(binaries)/pg_ctl",
             "-D", "\(folder)/data", "-l", "\(folder)/server.log", "-w", "-t", "60",
-            "-o", "-p \(port) -k \(folder) -c listen_addresses=\(listenAddresses) -c fsync=off -c max_connections=300",
+            "-o", (["-p \(port) -k \(folder) -c listen_addresses=\(listenAddresses) -c fsync=off -c max_connections=300"] + extra.map { "-c \($0)" }).joined(separator: " "),
             "start",
         ])
         try startWatchdog(folder: folder, binaries: binaries, asRoot: asRoot)
@@ -103,8 +116,12 @@ struct TestPostgres: Sendable {
     /// `listenAddresses` its `listen_addresses` (loopback connections come from 127.0.0.1,
     /// which the server trusts). The caller ends it with ``discard()``; the watchdog does at the
     /// latest when the test process ends.
-    static func dedicated(environment: [String: String] = [:], listenAddresses: String = "127.0.0.1") throws -> TestPostgres {
-        try throwaway(environment: environment, listenAddresses: listenAddresses)
+    /// `settings` are more of the server's settings (`name=value`, e.g. TLS's files), and `hba`
+    /// the contents of its `pg_hba.conf`, if not initdb's (trust for everyone).
+    static func dedicated(
+        environment: [String: String] = [:], listenAddresses: String = "127.0.0.1", settings: [String] = [], hba: String? = nil
+    ) throws -> TestPostgres {
+        try throwaway(environment: environment, listenAddresses: listenAddresses, settings: settings, hba: hba)
     }
 
     /// Runs `pg_ctl` on this throwaway server's data folder (as the `postgres` user when the
