@@ -47,7 +47,9 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
             return true
         case .server:
             guard let code else { return false }
-            return PostgresError.Code.connectionEnded.contains(code) || code.raw.hasPrefix("08")
+            // A server that refuses writes as read-only may be promoted, or the store moves on
+            // to one that takes them (see ``ServerSelection``).
+            return PostgresError.Code.connectionEnded.contains(code) || code.raw.hasPrefix("08") || code == .readOnlySqlTransaction
         default:
             return false
         }
@@ -63,6 +65,12 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
         }
         if let silent = error as? NoAnswer {
             return CountdownError(.ioFailure, "lost the connection to the database\(where_): \(silent)", underlying: self)
+        }
+        if code == .readOnlySqlTransaction {
+            let message = (error as? PSQLError)?.serverInfo?[.message] ?? "read-only"
+            return CountdownError(
+                .ioFailure, "the database server\(where_) refuses writes (a standby, or a primary being demoted): \(message) (SQLSTATE 25006)",
+                underlying: self)
         }
         if isTransient, error is ConnectionLost || error is PSQLError {
             let psql = error as? PSQLError

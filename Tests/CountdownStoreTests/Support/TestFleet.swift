@@ -128,6 +128,8 @@ struct FleetAudit: Decodable, Sendable {
     let old_term: Int64?
     let old_expires_at_ms: Int64?
     let new_acquired_at_ms: Int64?
+    /// The writing connection's `application_name` (hosts behind one address are told apart by it).
+    let app: String?
 }
 
 /// One line a host printed for an expiry.
@@ -238,7 +240,7 @@ final class FleetDatabase: Sendable {
             CREATE TABLE \(audit) (
                 id bigserial PRIMARY KEY, tbl text NOT NULL, server_addr text, event_kind text,
                 lease_holder text, lease_term bigint, old_holder text, old_term bigint,
-                old_expires_at_ms bigint, new_acquired_at_ms bigint)
+                old_expires_at_ms bigint, new_acquired_at_ms bigint, app text DEFAULT current_setting('application_name'))
             """)
         try await execute(
             """
@@ -287,7 +289,7 @@ final class FleetDatabase: Sendable {
         try await fetch(
             FleetAudit.self,
             """
-            SELECT id, tbl, server_addr, event_kind, lease_holder, lease_term, old_holder, old_term, old_expires_at_ms, new_acquired_at_ms
+            SELECT id, tbl, server_addr, event_kind, lease_holder, lease_term, old_holder, old_term, old_expires_at_ms, new_acquired_at_ms, app
             FROM \(table("fleet_audit")) ORDER BY id
             """)
     }
@@ -422,6 +424,27 @@ final class FleetHost: Sendable {
         helper.kill(SIGCONT)
         helper.kill(SIGTERM)
         _ = await helper.finish(limit: 20, status: 0)
+    }
+
+    /// Asks it to stop (SIGTERM) and waits at most `limit` seconds for it to end, whatever its
+    /// exit status (a host cut off from the database cannot write its final heartbeat); returns
+    /// its status and how long it took, or `nil` if it had to be killed.
+    func terminate(limit: Double = 30) async -> (status: Int32, seconds: Double)? {
+        ended.withLock { $0 = .stopped }
+        let started = Date()
+        helper.kill(SIGTERM)
+        let deadline = started.addingTimeInterval(limit)
+        while helper.process.isRunning, Date() < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        let seconds = Date().timeIntervalSince(started)
+        guard !helper.process.isRunning else {
+            killGroup(pid)
+            let helper = helper
+            _ = await helper.finish(limit: 15, status: nil)
+            return nil
+        }
+        let helper = helper
+        _ = await helper.finish(limit: 15, status: nil)
+        return (helper.process.terminationStatus, seconds)
     }
 
     /// The expiries it printed so far (complete lines only).

@@ -124,6 +124,26 @@ struct TestPostgres: Sendable {
         try throwaway(environment: environment, listenAddresses: listenAddresses, settings: settings, hba: hba)
     }
 
+    /// A streaming standby of this throwaway server, made as operators make one
+    /// (`pg_basebackup -R -X stream`) and started on a port of its own; it inherits the
+    /// primary's settings at the time of the backup. The caller ends it with ``discard()``.
+    func startStandby() throws -> TestPostgres {
+        let asRoot = getuid() == 0
+        let standby = try Self.temporaryFolder()
+        if asRoot { try Self.run("/bin/chown", ["postgres:postgres", standby]) }
+        let port = try Self.freePort()
+        try Self.runAsServer(asRoot, "\(binaries)/pg_basebackup", [
+            "-h", host, "-p", "\(self.port)", "-U", username, "-D", "\(standby)/data", "-R", "-X", "stream", "--no-sync",
+        ])
+        try Self.runAsServer(asRoot, "\(binaries)/pg_ctl", [
+            "-D", "\(standby)/data", "-l", "\(standby)/server.log", "-w", "-t", "60",
+            "-o", "-p \(port) -k \(standby) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300",
+            "start",
+        ])
+        try Self.startWatchdog(folder: standby, binaries: binaries, asRoot: asRoot)
+        return TestPostgres(host: "127.0.0.1", port: port, username: username, password: nil, database: database, folder: standby, binaries: binaries)
+    }
+
     /// Runs `pg_ctl` on this throwaway server's data folder (as the `postgres` user when the
     /// tests run as root), e.g. `["restart", "-m", "fast"]`; waits for it, at most 60 s.
     func pgCtl(_ arguments: [String]) throws {
