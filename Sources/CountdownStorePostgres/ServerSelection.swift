@@ -73,8 +73,19 @@ final class ServerSelection: @unchecked Sendable {
     /// failure that says the server is gone or refuses writes marks the pick for renewal.
     func withConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let current = try await pool()
+        // A pool whose server went away keeps trying to connect to it, and a lease waits
+        // meanwhile: a lease not granted within the connect timeout has the servers tried again
+        // (in the background: the lease goes on waiting, and fails only if another server is taken).
+        var recheck: DispatchWorkItem?
+        if let target {
+            let generation = current.generation
+            let item = DispatchWorkItem { [weak self] in self?.pickAgain(ifStillOn: generation) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(target.connectTimeout.components.seconds) * 1000), execute: item)
+            recheck = item
+        }
         do {
             return try await current.client.withConnection { connection in
+                recheck?.cancel()
                 do {
                     return try await body(connection)
                 } catch {
@@ -84,8 +95,19 @@ final class ServerSelection: @unchecked Sendable {
                 }
             }
         } catch {
+            recheck?.cancel()
             failed(error, on: current)
             throw error
+        }
+    }
+
+    /// Tries the servers again in the background, if the pool of `generation` is still in use
+    /// and no pick is under way.
+    private func pickAgain(ifStillOn generation: Int) {
+        lock.withLock {
+            guard !abandoned, current?.generation == generation, selecting == nil else { return }
+            stale = true
+            selecting = Task { try await self.pick() }
         }
     }
 
