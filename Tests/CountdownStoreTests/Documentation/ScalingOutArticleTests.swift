@@ -13,7 +13,23 @@ struct ScalingOutArticleTests {
 
     /// The example of `CountdownStore.init(postgresURL:schema:wakeUps:configuration:)`'s doc comment.
     func openingFromTheDocComment() async throws -> CountdownStore {
-        let store = try await CountdownStore(postgresURL: "postgres://app@db.internal:5432/orders")
+        let store = try await CountdownStore(
+            postgresURL: "postgres://app@db1:5432,db2:5432/orders?target_session_attrs=read-write&sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem")
+        return store
+    }
+
+    /// "Running on PostgreSQL in production": a managed service's string, with its CA.
+    func managedService() async throws -> CountdownStore {
+        let store = try await CountdownStore(
+            postgresURL: "postgres://app@orders.abc123.eu-west-1.rds.amazonaws.com:5432/orders"
+                + "?sslmode=verify-full&sslrootcert=/etc/ssl/rds-global-bundle.pem&application_name=checkout")
+        return store
+    }
+
+    /// "Running on PostgreSQL in production": every server named, the one that takes writes asked for.
+    func failover() async throws -> CountdownStore {
+        let store = try await CountdownStore(
+            postgresURL: "postgres://app@db1:5432,db2:5432/orders?target_session_attrs=read-write&connect_timeout=3")
         return store
     }
 }
