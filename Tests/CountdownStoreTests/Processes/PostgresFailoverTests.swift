@@ -25,6 +25,9 @@ final class FaultCluster {
     let folder: TemporaryFolder
     /// Each participant's proxies, one per slot.
     private var routes: [String: [SilentProxy]] = [:]
+    /// The proxies of participants that name one address, which moves to the new primary at a
+    /// failover (as a virtual IP or a DNS name that a failover manager moves).
+    private var movingRoutes: [String: SilentProxy] = [:]
     /// The test's own view of the store, on the primary.
     private(set) var database: FleetDatabase
     private(set) var hosts: [FleetHost] = []
@@ -61,17 +64,24 @@ final class FaultCluster {
             + "&schema=\(schema)&application_name=\(name)"
     }
 
-    /// Opens a store in this process for participant `name`.
-    func openStore(_ name: String) async throws -> CountdownStore {
-        let store = try await CountdownStore(postgresURL: try url(name))
+    /// The connection string of participant `name` that names one moving address.
+    func movingURL(_ name: String) throws -> String {
+        if movingRoutes[name] == nil { movingRoutes[name] = try SilentProxy(port: primary.port) }
+        return "postgres://postgres@127.0.0.1:\(movingRoutes[name]!.port)/postgres?sslmode=disable&connect_timeout=2"
+            + "&schema=\(schema)&application_name=\(name)"
+    }
+
+    /// Opens a store in this process for participant `name` (through one moving address with `moving`).
+    func openStore(_ name: String, moving: Bool = false) async throws -> CountdownStore {
+        let store = try await CountdownStore(postgresURL: moving ? try movingURL(name) : try url(name))
         stores.append(store)
         return store
     }
 
     /// Starts a `countdown run --consumer mailer` host named `name`, its clock moved by `clockOffset`.
     @discardableResult
-    func startHost(_ name: String, clockOffset: String? = nil) throws -> FleetHost {
-        let host = try FleetHost(name: name, url: try url(name), folder: folder, clockOffset: clockOffset)
+    func startHost(_ name: String, clockOffset: String? = nil, moving: Bool = false) throws -> FleetHost {
+        let host = try FleetHost(name: name, url: moving ? try movingURL(name) : try url(name), folder: folder, clockOffset: clockOffset)
         hosts.append(host)
         return host
     }
@@ -107,7 +117,7 @@ final class FaultCluster {
 
     /// Cuts (or restores) every path of participant `name`.
     func set(_ name: String, _ mode: SilentProxy.Mode) {
-        for proxy in routes[name] ?? [] { proxy.set(mode) }
+        for proxy in (routes[name] ?? []) + [movingRoutes[name]].compactMap({ $0 }) { proxy.set(mode) }
     }
 
     // MARK: Faults
@@ -124,6 +134,7 @@ final class FaultCluster {
         let killed = Date()
         try await onThread { Result { try standby.pgCtl(["promote"]) } }.get()
         let promoted = Date()
+        for proxy in movingRoutes.values { proxy.retarget(port: standby.port) }
         primarySlot = new
         database.close()
         database = FleetDatabase(server: standby, schema: schema)
@@ -158,6 +169,7 @@ final class FaultCluster {
         for host in hosts { await host.stop() }
         for store in stores { try? await store.close() }
         for proxies in routes.values { proxies.forEach { $0.close() } }
+        for proxy in movingRoutes.values { proxy.close() }
         database.close()
         let servers = servers
         await onThread { servers.forEach { $0?.discard() } }
@@ -232,7 +244,10 @@ struct PostgresFailoverTests {
         _ cluster: FaultCluster, _ schedule: [ScheduledFault], scenario: String, seed: UInt64, generator: inout SeededGenerator
     ) async throws {
         let history = History(seed: seed)
-        let writerStores = [try await cluster.openStore("writer-0"), try await cluster.openStore("writer-1")]
+        let writerStores = [
+            try await cluster.openStore("writer-0"), try await cluster.openStore("writer-1"),
+            try await cluster.openStore("writer-moving", moving: true),
+        ]
         try await cluster.database.installAudit()
         let reader = try await cluster.openStore("reader")
         let sentinels = ["sentinel-0", "sentinel-1", "sentinel-2"]
@@ -240,6 +255,7 @@ struct PostgresFailoverTests {
         try cluster.startHost("host-0")
         try cluster.startHost("host-1", clockOffset: "+1h")
         try cluster.startHost("host-2", clockOffset: "-1h")
+        try cluster.startHost("host-moving", moving: true)
         _ = try await cluster.waitForHolder("a host holds the lease")
 
         // Writers start countdowns of 1–3 s throughout, 50–300 ms apart; a reader watches the sentinels.
@@ -360,6 +376,7 @@ struct PostgresFailoverTests {
             let firstWrite = history.allOperations.filter { $0.outcome == .ok && $0.completedAt > killed }.map(\.completedAt).min()
             let firstExpiry = expiries.map(\.fired_at_ms).filter { $0 >= promotedMs }.min()
             let worst = expiries.filter { $0.deadline_at_ms >= killedMs - 1000 && $0.deadline_at_ms <= promotedMs + 10_000 }.map(\.late_ms).max()
+            #expect((worst ?? 0) <= Self.leaseMs + 5000, "expiries resume within the lease duration plus 5 s of the promotion: \(worst ?? 0) ms late")
             let refused = history.allOperations.filter {
                 if case .indeterminate = $0.outcome { return $0.invokedAt >= killed.addingTimeInterval(-1) && $0.invokedAt <= promoted.addingTimeInterval(10) }
                 return false
