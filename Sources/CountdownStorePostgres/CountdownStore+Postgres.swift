@@ -38,8 +38,8 @@ extension CountdownStore {
     ///   - configuration: the same settings as for SQLite, less two that are SQLite's alone:
     ///     ``Configuration/busyTimeout`` (a write here waits for another host's as the server's
     ///     own `lock_timeout` allows) and ``Configuration/durability`` (the server's
-    ///     `synchronous_commit` decides). A host frozen inside a transaction gives its locks up
-    ///     after ``Configuration/leaseDuration``.
+    ///     `synchronous_commit` decides). A host frozen or cut off inside a transaction gives its
+    ///     locks up after half of ``Configuration/leaseDuration`` (at least a second).
     /// - Throws: ``CountdownError/Code/invalidArgument`` for a string that does not parse or
     ///   names a parameter not supported (naming it, password hidden), or a TLS file that cannot
     ///   be read; ``CountdownError/Code/ioFailure`` when no server can be used, with each
@@ -55,9 +55,12 @@ extension CountdownStore {
         let wakeUps = wakeUps ?? target.wakeUps ?? .notifications
         var extraParameters: [(String, String)] = []
         if wakeUps == .notifications {
-            // A host frozen inside a transaction gives its locks up after a lease. PgBouncer
-            // refuses this startup parameter: behind it (poll only), set it on the role instead.
-            extraParameters.append(("idle_in_transaction_session_timeout", "\(configuration.leaseAtLeastASecond.milliseconds)"))
+            // A host frozen or cut off inside a transaction gives its locks up after half a
+            // lease (at least a second), so that another host can take the lease within two
+            // leases of its last heartbeat. PgBouncer refuses this startup parameter: behind it
+            // (poll only), set it on the role instead.
+            let idleMs = max(1000, configuration.leaseAtLeastASecond.milliseconds / 2)
+            extraParameters.append(("idle_in_transaction_session_timeout", "\(idleMs)"))
         }
         let servers = ServerSelection(target: target, extraParameters: extraParameters, logger: configuration.logger)
         let place = quoted(target.redacted, limit: 200)

@@ -86,6 +86,7 @@ extension PostgresConnectionString {
                 host: server.host, port: server.port, username: user, password: password, database: database, tls: tls)
         }
         configuration.options.connectTimeout = connectTimeout
+        configuration.options.tlsServerName = server.certificateName
         configuration.options.additionalStartupParameters = startupParameters + extraParameters
         return configuration
     }
@@ -112,6 +113,7 @@ extension PostgresConnectionString {
                 host: server.host, port: server.port, username: user, password: password, database: database, tls: tls)
         }
         configuration.options.connectTimeout = .nanoseconds(Int64(connectTimeout.components.seconds) * 1_000_000_000)
+        configuration.options.tlsServerName = server.certificateName
         configuration.options.additionalStartupParameters = startupParameters + extraParameters
         return configuration
     }

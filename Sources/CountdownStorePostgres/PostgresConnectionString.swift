@@ -15,11 +15,15 @@ package struct PostgresConnectionString: Sendable {
         /// A host name, an IP address, or a folder (starting with `/`) holding the server's socket.
         package var host: String
         package var port: Int
+        /// The name its certificate must carry, when `host` is an address given by `hostaddr`
+        /// (libpq connects to `hostaddr` and checks the name `host` gives).
+        package var certificateName: String?
 
         /// The server at `host` (a name, an address, or a socket folder) and `port`.
-        package init(host: String, port: Int) {
+        package init(host: String, port: Int, certificateName: String? = nil) {
             self.host = host
             self.port = port
+            self.certificateName = certificateName
         }
 
         /// Whether this server is reached through a Unix socket.
@@ -139,11 +143,17 @@ package struct PostgresConnectionString: Sendable {
             return fromEnvironment
         }
 
-        // Servers: hosts (or addresses) and ports, one port for all or one each.
-        let hostText = value("hostaddr", nil) ?? value("host", "PGHOST") ?? ""
-        let hosts = hostText.split(separator: ",", omittingEmptySubsequences: false).map {
-            String($0).trimmingCharacters(in: .whitespaces)
+        // Servers: hosts (or addresses) and ports, one port for all or one each. With
+        // `hostaddr`, the addresses are connected to and the names in `host` checked in certificates.
+        func list(_ text: String) -> [String] {
+            text.split(separator: ",", omittingEmptySubsequences: false).map { String($0).trimmingCharacters(in: .whitespaces) }
         }
+        let names = list(value("host", "PGHOST") ?? "")
+        let addresses = value("hostaddr", "PGHOSTADDR").map(list)
+        if let addresses, names != [""], addresses.count != names.count {
+            throw invalid("\(addresses.count) hostaddr for \(names.count) hosts (give one address per host)")
+        }
+        let hosts = addresses ?? names
         let portText = value("port", "PGPORT") ?? ""
         let ports = portText.isEmpty ? [] : portText.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         guard ports.count <= 1 || ports.count == hosts.count else {
@@ -159,7 +169,8 @@ package struct PostgresConnectionString: Sendable {
                 }
                 port = number
             }
-            servers.append(Server(host: host.isEmpty ? Self.defaultSocketFolder : host, port: port))
+            let name = addresses != nil && names != [""] ? names[index] : nil
+            servers.append(Server(host: host.isEmpty ? Self.defaultSocketFolder : host, port: port, certificateName: name))
         }
         self.servers = servers
 
@@ -171,9 +182,19 @@ package struct PostgresConnectionString: Sendable {
             throw invalid(
                 "unknown sslmode \(quoted(value("sslmode", "PGSSLMODE") ?? "")) (known: \(SSLMode.allCases.map(\.rawValue).joined(separator: ", ")))")
         }
-        sslRootCert = value("sslrootcert", "PGSSLROOTCERT")
+        // libpq's defaults: the files of ~/.postgresql, when they exist.
+        func defaultFile(_ name: String) -> String? {
+            guard let home = environment.home else { return nil }
+            let path = ((home as NSString).appendingPathComponent(".postgresql") as NSString).appendingPathComponent(name)
+            return FileManager.default.fileExists(atPath: path) ? path : nil
+        }
+        sslRootCert = value("sslrootcert", "PGSSLROOTCERT") ?? defaultFile("root.crt")
         sslCert = value("sslcert", "PGSSLCERT")
         sslKey = value("sslkey", "PGSSLKEY")
+        if sslCert == nil, sslKey == nil, let certificate = defaultFile("postgresql.crt"), let key = defaultFile("postgresql.key") {
+            sslCert = certificate
+            sslKey = key
+        }
         // As libpq: `require` with a root certificate file verifies the chain, as `verify-ca`.
         sslMode = mode == .require && sslRootCert != nil ? .verifyCA : mode
         if sslCert != nil && sslKey == nil || sslKey != nil && sslCert == nil {

@@ -64,6 +64,11 @@ struct PostgresConnectionStringTests {
         #expect(!string.redacted.contains("secret"), "the password is hidden: \(string.redacted)")
         #expect(try parse("host = db1 port = 5433 dbname = x").servers == [Server(host: "db1", port: 5433)])
         #expect(try parse("host=db1,db2 port=5433,5434 dbname=x").servers.map(\.port) == [5433, 5434])
+        let byAddress = try parse("host=db1.internal,db2.internal hostaddr=10.0.0.1,10.0.0.2 dbname=x")
+        #expect(byAddress.servers == [
+            Server(host: "10.0.0.1", port: 5432, certificateName: "db1.internal"), Server(host: "10.0.0.2", port: 5432, certificateName: "db2.internal"),
+        ])
+        #expect(refusal("host=a,b hostaddr=10.0.0.1 dbname=x").contains("1 hostaddr for 2 hosts"))
         #expect(PostgresConnectionString.isConnectionString("host=db1 dbname=x"))
         #expect(PostgresConnectionString.isConnectionString("postgresql://u@h/db"))
         #expect(!PostgresConnectionString.isConnectionString("/var/lib/countdown/countdowns.sqlite"))
@@ -139,6 +144,12 @@ struct PostgresConnectionStringTests {
         try FileManager.default.copyItem(atPath: file, toPath: folder.path(".pgpass"))
         chmod(folder.path(".pgpass"), 0o600)
         #expect(try parse("host=elsewhere dbname=orders user=app", home: folder.url.path).password == "any-host")
+        // ~/.postgresql/root.crt, as libpq: then require verifies the chain.
+        try FileManager.default.createDirectory(atPath: folder.path(".postgresql"), withIntermediateDirectories: true)
+        #expect(try parse("host=h sslmode=require", home: folder.url.path).sslMode == .require)
+        #expect(FileManager.default.createFile(atPath: folder.path(".postgresql/root.crt"), contents: Data()))
+        let withRoot = try parse("host=h sslmode=require", home: folder.url.path)
+        #expect(withRoot.sslMode == .verifyCA && withRoot.sslRootCert == folder.path(".postgresql/root.crt"))
         chmod(file, 0o644)
         #expect(try parse("host=db:1 dbname=orders user=app passfile=\(file)").password == nil, "a file others may read is ignored, as libpq does")
     }
