@@ -235,6 +235,9 @@ struct PostgresFailoverTests {
                 }
             }
             await cluster.tearDown()
+            for host in cluster.hosts {
+                Issue.record("\(host.name)'s stderr ends: \(host.helper.stderr.suffix(1500))")
+            }
             throw error
         }
         await cluster.tearDown()
