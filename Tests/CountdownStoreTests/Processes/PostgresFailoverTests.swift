@@ -147,10 +147,12 @@ final class FaultCluster {
         return (killed, promoted)
     }
 
-    /// Restarts the primary (a fast shutdown and start).
+    /// Restarts the primary (a fast shutdown and start); with synchronous replication, waits
+    /// until the standby streams to it again (until then, the primary commits nothing).
     func restartPrimary() async throws {
         let primary = primary
         try await onThread { Result { try primary.pgCtl(["restart", "-m", "fast"]) } }.get()
+        if synchronous { try await waitForSynchronousStandby() }
     }
 
     /// Sets `synchronous_standby_names = '*'` on the primary and waits until its standby streams
@@ -158,6 +160,11 @@ final class FaultCluster {
     private func requireSynchronousStandby() async throws {
         try await database.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
         try await database.execute("SELECT pg_reload_conf()")
+        try await waitForSynchronousStandby()
+    }
+
+    /// Waits until the primary's standby streams synchronously.
+    private func waitForSynchronousStandby() async throws {
         let database = database
         try await fleetEventually("the standby replicates synchronously", limit: 60) {
             try await database.integer("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'") == 1

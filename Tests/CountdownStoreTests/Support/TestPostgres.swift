@@ -134,6 +134,8 @@ struct TestPostgres: Sendable {
         let port = try Self.freePort()
         try Self.runAsServer(asRoot, "\(binaries)/pg_basebackup", [
             "-h", host, "-p", "\(self.port)", "-U", username, "-D", "\(standby)/data", "-R", "-X", "stream", "--no-sync",
+            // At once: the default waits for a spread checkpoint, minutes on a busy primary.
+            "--checkpoint=fast",
         ])
         try Self.runAsServer(asRoot, "\(binaries)/pg_ctl", [
             "-D", "\(standby)/data", "-l", "\(standby)/server.log", "-w", "-t", "60",
