@@ -183,6 +183,16 @@ final class FaultCluster {
     }
 }
 
+/// A row of `pg_stat_activity`, for a failure's report.
+struct ActivityRow: Decodable, Sendable {
+    let application_name: String?
+    let state: String?
+    let wait_event_type: String?
+    let wait_event: String?
+    let query: String?
+    let xact_ms: Int64?
+}
+
 /// One fault of a schedule.
 enum ScheduledFault: String, CaseIterable, Sendable {
     /// The primary killed and the standby promoted.
@@ -312,9 +322,22 @@ struct PostgresFailoverTests {
                     try await Task.sleep(for: .milliseconds(300))
                     // The lease as the cut-off holder left it (a renewal already on its way may have landed).
                     let left = try await cluster.database.lease()
-                    try await fleetEventually("another host took over from \(holder.name)", limit: 30, alive: { cluster.hostsAlive() }) {
-                        let now = try await cluster.database.lease()
-                        return now.holder != left.holder && cluster.holder(now) != nil
+                    do {
+                        try await fleetEventually("another host took over from \(holder.name)", limit: 30, alive: { cluster.hostsAlive() }) {
+                            let now = try await cluster.database.lease()
+                            return now.holder != left.holder && cluster.holder(now) != nil
+                        }
+                    } catch {
+                        // What the server was doing, and the clocks as the holders saved them.
+                        let activity = try? await cluster.database.fetch(
+                            ActivityRow.self,
+                            "SELECT application_name, state, wait_event_type, wait_event, left(query, 80) AS query, "
+                                + "floor(extract(epoch FROM now() - xact_start) * 1000)::bigint AS xact_ms FROM pg_stat_activity WHERE application_name <> ''")
+                        let clocks = (try? await cluster.database.clockAudit().suffix(8)) ?? []
+                        let now = try? await cluster.database.integer("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+                        Issue.record(
+                            "no takeover after \(previous ?? "nothing"): lease \((try? await cluster.database.lease()).map { "\($0)" } ?? "?"), server clock \(now ?? 0); activity \(activity ?? []); last checkpoints \(clocks)")
+                        throw error
                     }
                     let after = try await cluster.database.lease()
                     let took = try #require(after.acquired_at_ms) - (left.expires_at_ms - Self.leaseMs)
