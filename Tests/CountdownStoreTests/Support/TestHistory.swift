@@ -121,6 +121,9 @@ final class History: Sendable {
 struct HistoryVerdict: Sendable {
     var lostAcknowledged: [String] = []
     var earlyExpiries: [String] = []
+    /// Expiries whose deadline is before the recorded `started_at` + duration, though fired at
+    /// or after the deadline: `started_at` (W) and the deadline (the item's timeline) disagree.
+    var deadlinesBeforeStart: [String] = []
     var notExpiredOnce: [String] = []
     var undelivered: [String] = []
     var duplicatesAwayFromFaults: [String] = []
@@ -134,15 +137,23 @@ struct HistoryVerdict: Sendable {
     var terms: [Int64] = []
 
     /// Records an issue for every invariant that does not hold; `except` names those a scenario
-    /// only measures (what asynchronous replication may lose).
-    func expectAll(except: Set<String> = [], _ scenario: String, seed: UInt64) {
+    /// only measures (what asynchronous replication may lose), and `known` those that are known
+    /// to fail at times and still open: they are recorded as known issues, named in every run
+    /// where they recur, without failing it.
+    func expectAll(except: Set<String> = [], known: Set<String> = [], _ scenario: String, seed: UInt64) {
         let checks: [(String, [String])] = [
-            ("lostAcknowledged", lostAcknowledged), ("earlyExpiries", earlyExpiries), ("notExpiredOnce", notExpiredOnce),
+            ("lostAcknowledged", lostAcknowledged), ("earlyExpiries", earlyExpiries),
+            ("deadlinesBeforeStart", deadlinesBeforeStart), ("notExpiredOnce", notExpiredOnce),
             ("undelivered", undelivered), ("duplicatesAwayFromFaults", duplicatesAwayFromFaults),
             ("termViolations", termViolations), ("remainingIncreases", remainingIncreases),
         ]
         for (name, violations) in checks where !except.contains(name) && !violations.isEmpty {
-            Issue.record("\(scenario): \(name) (seed \(seed), replay with COUNTDOWN_FLEET_SEED=\(seed)): \(violations.prefix(10))")
+            let text = "\(scenario): \(name) (seed \(seed), replay with COUNTDOWN_FLEET_SEED=\(seed)): \(violations.prefix(10))"
+            if known.contains(name) {
+                withKnownIssue("still open: \(name)", isIntermittent: true) { Issue.record(Comment(rawValue: text)) }
+            } else {
+                Issue.record(Comment(rawValue: text))
+            }
         }
     }
 }
@@ -181,7 +192,7 @@ enum HistoryChecker {
             }
             if let item = items[expiry.key], item.generation == expiry.generation, let duration = item.duration_ms,
                expiry.deadline_at_ms < item.started_at_ms + duration + item.paused_ms {
-                verdict.earlyExpiries.append("\(id): deadline \(expiry.deadline_at_ms) before start \(item.started_at_ms) + \(duration) ms")
+                verdict.deadlinesBeforeStart.append("\(id): deadline \(expiry.deadline_at_ms) before start \(item.started_at_ms) + \(duration) ms")
             }
         }
         for (id, times) in count where times > 1 { verdict.notExpiredOnce.append("\(id) recorded \(times) times") }
