@@ -182,7 +182,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// The server's clock in place of the host's system clock: this reads it, in the clock
     /// query's round trip, and ``ServerClockEstimate`` places it (see there).
     func clockReading(_ local: ClockReading) throws -> ClockReading {
-        let server: Int64
+        var server: Int64
         var uncertainty: Int64 = 0
         var boot = local.boot
         if !engine.databaseClock {
@@ -201,6 +201,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             boot = engine.clock.bootMilliseconds
             uncertainty = max(0, boot - before) / 2 + 1
             server = (serverNow ?? local.system) + max(0, boot - before) / 2
+        }
+        if engine.databaseClock {
+            (server, uncertainty) = engine.serverClock.filtered(server: server, boot: boot, uncertainty: uncertainty)
         }
         serverAtReading = server
         return engine.serverClock.reading(

@@ -80,12 +80,25 @@ package struct Checkpoint: Sendable, Hashable {
         }
     }
 
-    /// This checkpoint moved to `time`, taken at `reading`.
-    func advanced(to time: StoreTime, unflooredWall: Int64, at reading: ClockReading) -> Checkpoint {
+    /// This checkpoint moved to `time` (the clocks of `extrapolation`, raised by the process's
+    /// floor), taken at `reading`.
+    ///
+    /// W at the new checkpoint is the reading's, unless the floor holds this process's W or its
+    /// `wall` timeline above the reading (a reading of another server's clock, or one less
+    /// precise than an earlier one, falls behind what this process already handed out). Then W
+    /// at the checkpoint is moved forward as far as needed to keep `heartbeatAt − (A + G)` where
+    /// it was, and never below the W handed out: W never slews for a reading's imprecision, and
+    /// every `wall` deadline is placed at or after its countdown's start plus its duration. Only a
+    /// calibration makes W slew (``wall(after:)``).
+    func advanced(to time: StoreTime, from extrapolation: Extrapolation, at reading: ClockReading) -> Checkpoint {
         var next = self
         next.active = time.active
         next.gap = time.gap
-        next.heartbeatAt = unflooredWall
+        next.heartbeatAt = extrapolation.unflooredWall
+        if wallFloor <= heartbeatAt {
+            let timelineRaised = time.timeline(.wall) - extrapolation.time.timeline(.wall)
+            next.heartbeatAt = max(extrapolation.unflooredWall + max(0, timelineRaised), time.wall)
+        }
         next.heartbeatBoot = reading.boot
         next.bootID = reading.bootID
         next.wallFloor = max(wallFloor, time.wall)

@@ -10,4 +10,12 @@ package protocol ClockInstant: Sendable {
     var gap: Int64 { get }
     /// The item timeline of `policy`.
     func timeline(_ policy: CountdownPolicy) -> Int64
+    /// How far ahead of ``timeline(_:)`` an item of `policy` started now starts on its timeline,
+    /// so that its deadline is placed at or after W now plus its duration (see ``Now``).
+    func startDelay(_ policy: CountdownPolicy) -> Int64
+}
+
+extension ClockInstant {
+    /// No delay: a bare reading of the clocks has no checkpoint to place a deadline from.
+    package func startDelay(_ policy: CountdownPolicy) -> Int64 { 0 }
 }

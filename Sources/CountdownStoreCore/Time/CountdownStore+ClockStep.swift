@@ -109,7 +109,10 @@ extension CountdownStore {
         // timelines would go back for the next instance, behind the offsets of the items this
         // one started meanwhile (they would then show their full remaining time yet sort and
         // come due later).
-        var next = checkpoint.advanced(to: time, unflooredWall: extrapolation.unflooredWall, at: reading)
+        var next = checkpoint.advanced(to: time, from: extrapolation, at: reading)
+        // How far the checkpoint's W was moved ahead of the reading (see `advanced`): the skews
+        // it records are measured against that W.
+        let movedAhead = next.heartbeatAt - extrapolation.unflooredWall
         if let backlog, !next.keepsPlacement(of: backlog, from: checkpoint) {
             // Expiries still to record would be placed elsewhere from the moved checkpoint.
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
@@ -132,8 +135,8 @@ extension CountdownStore {
                     "same_boot": "\(extrapolation.sameBoot)",
                 ])
         }
-        if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew }
-        if let measured = tx.databaseClockSkew(wall: extrapolation.unflooredWall) {
+        if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew - movedAhead }
+        if let measured = tx.databaseClockSkew(wall: next.heartbeatAt) {
             // Hosts sharing the database read its clock less this skew: every checkpoint records
             // it as measured now, so that their W stays the holder's (whose boot clock counts)
             // to within the measurement's precision, whatever either clock drifted.

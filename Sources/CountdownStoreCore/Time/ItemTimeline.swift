@@ -15,7 +15,8 @@ extension ItemRecord {
         self.init(
             id: nil, key: key, group: group, kind: kind, policy: policy, state: .running,
             durationMs: durationMs, generation: generation,
-            startOffsetMs: time.active, gapAtStartMs: time.gap, startedAtMs: time.wall,
+            startOffsetMs: time.active + (policy == .active ? time.startDelay(policy) : 0),
+            gapAtStartMs: time.gap + (policy == .wall ? time.startDelay(policy) : 0), startedAtMs: time.wall,
             pausedMs: 0, pausedAtMs: nil, deadlineMs: nil, finalElapsedMs: nil,
             endedAtMs: nil, expiredAtMs: nil, payload: payload, updatedAtMs: time.wall)
         deadlineMs = durationMs.map { startOnTimeline + $0 }

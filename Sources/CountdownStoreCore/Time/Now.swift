@@ -52,6 +52,24 @@ struct Now: Sendable {
     /// An `active` timeline that stands still now may still have reached `value` since the
     /// checkpoint, before the lease ran out. It got there while ticking, so it is placed as if
     /// ticking.
+    /// How far ahead of the `policy` timeline now an item started now starts on it: the time W
+    /// now runs ahead of where the checkpoint places the timeline now, and zero almost always.
+    ///
+    /// W runs ahead when this process's floor holds it above a reading that fell behind an
+    /// earlier one (another server's clock read less precisely, a checkpoint moved on another
+    /// host's reading). Started at the timeline now, a countdown would be placed to end before
+    /// `started_at` plus its duration; started this much later on its timeline, it ends exactly
+    /// there, never earlier than its duration after its recorded start. A checkpoint that slews
+    /// (after a calibration) places W on its own and gives no delay: durations do not move.
+    func startDelay(_ policy: CountdownPolicy) -> Int64 {
+        if policy == .active && !ticking { return 0 }
+        let sinceBase = timeline(policy) - base.timeline(policy)
+        guard sinceBase >= 0, base.wall(after: sinceBase) < wall else { return 0 }
+        // The least time since the checkpoint at which it places W now (see `Checkpoint.wall(after:)`).
+        let reaching = min(wall - base.heartbeatAt, 2 * (wall - base.wallFloor))
+        return max(0, reaching - sinceBase)
+    }
+
     func wall(when policy: CountdownPolicy, reaches value: Int64) -> Int64? {
         let sinceBase = value - (policy == .wall ? base.active + base.gap : base.active)
         if sinceBase < 0 { return base.heartbeatAt + sinceBase }  // before the checkpoint (a store written by an older version)

@@ -8,6 +8,11 @@ package final class ServerClockEstimate: @unchecked Sendable {
     // Safe: `sample` is only reached under `lock`.
     private let lock = NSLock()
     private var sample: (server: Int64, boot: Int64)?
+    private var precise: (server: Int64, boot: Int64, uncertainty: Int64)?
+
+    /// How much the server's clock may drift against this host's boot clock, per millisecond
+    /// measured: one part in a thousand, above what NTP slews a clock by.
+    private static let driftPerMillisecond = 0.001
 
     /// An estimate with no reading yet.
     package init() {}
@@ -22,6 +27,30 @@ package final class ServerClockEstimate: @unchecked Sendable {
     /// host's boot clock from the last reading; `nil` before the first.
     package func predicted(boot: Int64) -> Int64? {
         lock.withLock { sample.map { $0.server + (boot - $0.boot) } }
+    }
+
+    /// A reading of the server's clock, `server` at `boot` to within `uncertainty`, made as
+    /// precise as the readings before it allow: when an earlier reading, carried to `boot` on
+    /// this host's boot clock, is more precise and agrees with this one, it is the estimate.
+    ///
+    /// A reading's uncertainty is half its round trip, and a round trip is slow exactly when the
+    /// database is (a failover, a partition healing, a lock held). Taken as it is, such a reading
+    /// would move the skew the lease holder records by up to that much, and with it every other
+    /// host's W. A reading that disagrees with the estimate beyond both uncertainties (another
+    /// server after a failover, a clock stepped) replaces it.
+    package func filtered(server: Int64, boot: Int64, uncertainty: Int64) -> (server: Int64, uncertainty: Int64) {
+        lock.withLock {
+            if let precise, boot >= precise.boot {
+                let age = boot - precise.boot
+                let carried = precise.uncertainty + Int64((Double(age) * Self.driftPerMillisecond).rounded(.up))
+                let estimate = precise.server + age
+                if carried < uncertainty && abs(server - estimate) <= uncertainty + carried {
+                    return (estimate, carried)
+                }
+            }
+            precise = (server, boot, uncertainty)
+            return (server, uncertainty)
+        }
     }
 
     /// `local` with the estimated server clock in place of the system clock: for reads that

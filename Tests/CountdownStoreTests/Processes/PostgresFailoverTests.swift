@@ -431,11 +431,7 @@ struct PostgresFailoverTests {
         let verdict = try await HistoryChecker.check(
             history, database: database, hosts: cluster.hosts, keys: all,
             duplicateWindow: Double(2 * Self.leaseMs) / 1000 + 3 + 10)
-        // Still open: after some takeovers, countdowns started meanwhile record a `started_at`
-        // (W) ahead of the timeline their deadline is computed on (each still fires at or after
-        // its deadline). Reported as a known issue wherever it recurs, until it is mended.
-        verdict.expectAll(
-            except: cluster.synchronous ? [] : ["lostAcknowledged"], known: ["deadlinesBeforeStart"], scenario, seed: seed)
+        verdict.expectAll(except: cluster.synchronous ? [] : ["lostAcknowledged"], scenario, seed: seed)
         let line =
             "postgres failover suite (\(scenario)), seed \(seed): \(verdict.acknowledged) operations acknowledged, \(verdict.indeterminate) failed transiently, "
             + "\(verdict.lostAcknowledged.count) acknowledged lost, \(verdict.deadlinesBeforeStart.count) deadlines before start + duration, \(verdict.expiries) expiries, \(verdict.duplicatesNearFaults) delivered twice near a fault, "

@@ -137,10 +137,8 @@ struct HistoryVerdict: Sendable {
     var terms: [Int64] = []
 
     /// Records an issue for every invariant that does not hold; `except` names those a scenario
-    /// only measures (what asynchronous replication may lose), and `known` those that are known
-    /// to fail at times and still open: they are recorded as known issues, named in every run
-    /// where they recur, without failing it.
-    func expectAll(except: Set<String> = [], known: Set<String> = [], _ scenario: String, seed: UInt64) {
+    /// only measures (what asynchronous replication may lose).
+    func expectAll(except: Set<String> = [], _ scenario: String, seed: UInt64) {
         let checks: [(String, [String])] = [
             ("lostAcknowledged", lostAcknowledged), ("earlyExpiries", earlyExpiries),
             ("deadlinesBeforeStart", deadlinesBeforeStart), ("notExpiredOnce", notExpiredOnce),
@@ -149,11 +147,7 @@ struct HistoryVerdict: Sendable {
         ]
         for (name, violations) in checks where !except.contains(name) && !violations.isEmpty {
             let text = "\(scenario): \(name) (seed \(seed), replay with COUNTDOWN_FLEET_SEED=\(seed)): \(violations.prefix(10))"
-            if known.contains(name) {
-                withKnownIssue("still open: \(name)", isIntermittent: true) { Issue.record(Comment(rawValue: text)) }
-            } else {
-                Issue.record(Comment(rawValue: text))
-            }
+            Issue.record(Comment(rawValue: text))
         }
     }
 }
