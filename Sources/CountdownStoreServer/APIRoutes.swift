@@ -24,7 +24,9 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         return headers
     }
 
-    func add(to router: some RouterMethods<Context>) {
+    func add(to parent: some RouterMethods<Context>) {
+        let router = parent.group().add(
+            middleware: RequestGuard<Context>(allowedHosts: dashboard.allowedHosts, allowedOrigins: dashboard.allowedOrigins))
         router.get("") { request, _ in try page(request) }
         router.get("dashboard.js") { _, _ in asset(DashboardAssets.script, type: "text/javascript; charset=utf-8") }
         router.get("dashboard.css") { _, _ in asset(DashboardAssets.style, type: "text/css; charset=utf-8") }
@@ -52,11 +54,11 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         }
         router.get("api/stream") { _, _ in
             do {
-                var response = try await EventStream(store: store, stopping: dashboard.stopping).response()
+                var response = try EventStream(hub: dashboard.hub).response()
                 response.headers.append(contentsOf: Self.securityHeaders)
                 return response
             } catch {
-                return await refusal(APIError.from(error))
+                return await refusal(APIError.from(error, logger: dashboard.logger))
             }
         }
         if let registry = dashboard.metricsRegistry {
@@ -100,7 +102,7 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         do {
             return try await json(try await work(), status: status)
         } catch {
-            return await refusal(APIError.from(error))
+            return await refusal(APIError.from(error, logger: dashboard.logger))
         }
     }
 
@@ -117,10 +119,22 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 
+    /// A refusal made before any route runs, without the store's clock.
+    static func plainRefusal(_ error: APIError) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var headers = securityHeaders
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        let data = (try? encoder.encode(ErrorJSON(error: .init(code: error.code, message: error.message)))) ?? Data()
+        return Response(status: error.status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
     private func refusal(_ error: APIError) async -> Response {
         let body = ErrorJSON(error: .init(code: error.code, message: error.message))
-        if let response = try? await json(body, status: error.status) { return response }
-        return Response(status: error.status)
+        var response = (try? await json(body, status: error.status)) ?? Response(status: error.status)
+        if let seconds = error.retryAfter { response.headers[.retryAfter] = String(seconds) }
+        return response
     }
 
     // MARK: - Reads
@@ -188,6 +202,7 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         case .open: return
         case .readOnly: throw APIError.readOnly
         case .bearerToken(let token):
+            guard token.count >= CountdownDashboard.minimumTokenLength else { throw APIError.tokenTooShort }
             guard BearerToken(token).accepts(request.headers[.authorization]) else { throw APIError.unauthorized }
         }
     }

@@ -1,5 +1,6 @@
 import CountdownStoreCore
 import Hummingbird
+import Logging
 import Prometheus
 
 /// A store's live dashboard and HTTP API, as routes a host adds to its own Hummingbird router,
@@ -21,12 +22,17 @@ public struct CountdownDashboard: Sendable {
         /// No write: every one answers 401 (`readOnly`).
         case readOnly
         /// A write must present `Authorization: Bearer TOKEN`, compared in constant time; the
-        /// token is never logged.
+        /// token is never logged nor shown by `description`. A token shorter than
+        /// ``minimumTokenLength`` is too easily guessed to guard anything: every write is then
+        /// refused (401), and the refusal says why.
         case bearerToken(String)
         /// Every request that reaches the routes may write: the host's own middleware in front
         /// of them decides who does.
         case open
     }
+
+    /// The shortest bearer token that allows writes: 16 characters.
+    public static let minimumTokenLength = 16
 
     /// The store shown and changed.
     public let store: CountdownStore
@@ -35,7 +41,15 @@ public struct CountdownDashboard: Sendable {
     /// Where `GET metrics` reads the Prometheus text from; `nil`: no `metrics` route (a host
     /// serves its metrics itself).
     public let metricsRegistry: PrometheusCollectorRegistry?
-    let stopping = StopSignal()
+    /// The names answered, in the request's `Host`; any other is refused with 421.
+    public let allowedHosts: AllowedHosts
+    /// The origins (`https://ops.example.com`) whose pages may write besides the dashboard's own,
+    /// as a CORS policy in front allows them; a write from any other origin is refused with 403.
+    public let allowedOrigins: Set<String>
+    /// Where a request that failed on the server is recorded, with the reference its answer gives.
+    public let logger: Logger
+    /// The one reader of the store's events that feeds every open event stream.
+    let hub: EventHub
 
     /// A dashboard of `store`.
     ///
@@ -43,10 +57,26 @@ public struct CountdownDashboard: Sendable {
     ///   - store: the store to show.
     ///   - writeAccess: who may change it; by default nobody.
     ///   - metricsRegistry: the registry whose metrics `GET metrics` serves, if any.
-    public init(store: CountdownStore, writeAccess: WriteAccess = .readOnly, metricsRegistry: PrometheusCollectorRegistry? = nil) {
+    ///   - allowedHosts: the names answered besides the loopback names and numeric addresses:
+    ///     the public name of a host that serves the dashboard (`.names(["ops.example.com"])`),
+    ///     or `.any` where the host's own middleware checks `Host`.
+    ///   - allowedOrigins: other origins whose pages may write, when a CORS policy lets them.
+    ///   - logger: where requests that failed on the server are recorded.
+    ///   - maximumStreams: the most event streams open at once; beyond, `api/stream` answers 503.
+    ///   - streamBufferBytes: the most bytes of events one stream holds for a client that is
+    ///     slow to read them; a client further behind is dropped (a page reconnects and reloads).
+    public init(
+        store: CountdownStore, writeAccess: WriteAccess = .readOnly, metricsRegistry: PrometheusCollectorRegistry? = nil,
+        allowedHosts: AllowedHosts = .loopback, allowedOrigins: Set<String> = [],
+        logger: Logger = Logger(label: "CountdownDashboard"), maximumStreams: Int = 256, streamBufferBytes: Int = 256 * 1024
+    ) {
+        self.logger = logger
+        self.hub = EventHub(store: store, capacity: max(1, maximumStreams), bufferBytes: max(4096, streamBufferBytes))
         self.store = store
         self.writeAccess = writeAccess
         self.metricsRegistry = metricsRegistry
+        self.allowedHosts = allowedHosts
+        self.allowedOrigins = allowedOrigins
     }
 
     /// Adds the page (`""`, then `dashboard.js` and `dashboard.css`), the API (`api/…`), the
@@ -58,6 +88,27 @@ public struct CountdownDashboard: Sendable {
 
     /// Ends the open event streams, so that a server shutting down is not held back by them.
     public func stopStreams() {
-        stopping.stop()
+        hub.finishAll(stopping: true)
+    }
+}
+
+extension CountdownDashboard.WriteAccess: CustomStringConvertible, CustomDebugStringConvertible {
+    /// The access, with a bearer token shown only as its length.
+    public var description: String {
+        switch self {
+        case .readOnly: "readOnly"
+        case .open: "open"
+        case .bearerToken(let token): "bearerToken(\(token.count) characters, not shown)"
+        }
+    }
+
+    /// The same as ``description``: the token is not shown.
+    public var debugDescription: String { description }
+}
+
+extension CountdownDashboard: CustomStringConvertible {
+    /// The dashboard's settings, without its token.
+    public var description: String {
+        "CountdownDashboard(writeAccess: \(writeAccess), allowedHosts: \(allowedHosts), allowedOrigins: \(allowedOrigins.sorted()))"
     }
 }

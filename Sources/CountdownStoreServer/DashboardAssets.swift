@@ -364,10 +364,9 @@ enum DashboardAssets {
         const init = { method, headers: { Accept: 'application/json' }, cache: 'no-store', credentials: 'same-origin' };
         if (method !== 'GET') {
           if (memoryToken) init.headers.Authorization = 'Bearer ' + memoryToken;
-          if (opts.body !== undefined) {
-            init.headers['Content-Type'] = 'application/json';
-            init.body = JSON.stringify(opts.body);
-          }
+          // Every write is JSON, with a body or without one: the server refuses any other.
+          init.headers['Content-Type'] = 'application/json';
+          if (opts.body !== undefined) init.body = JSON.stringify(opts.body);
         }
         const t0 = Date.now();
         let response;

@@ -14,7 +14,7 @@ extension RealProcesses {
             "needs /usr/bin/chromedriver (Debian's chromium-driver)"),
         .timeLimit(.minutes(5)))
     struct DashboardBrowserTests {
-        static let token = "dashboard-token"
+        static let token = "dashboard-token-for-the-tests"
         static let hostileKey = "<img src=x onerror=alert(1)></script>"
 
         let folder: TemporaryFolder

@@ -199,8 +199,9 @@ final class LocalSocket {
 
 /// The bytes of a request: `Connection: close`, and a `Content-Length` whenever there is a body.
 private func requestBytes(port: Int, _ method: String, _ path: String, headers: [String: String], body: Data?) -> Data {
-    var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
-    for (name, value) in headers.sorted(by: { $0.key < $1.key }) { head += "\(name): \(value)\r\n" }
+    // A `Host` among `headers` replaces the address's own.
+    var head = "\(method) \(path) HTTP/1.1\r\nHost: \(headers["Host"] ?? "127.0.0.1:\(port)")\r\nConnection: close\r\n"
+    for (name, value) in headers.sorted(by: { $0.key < $1.key }) where name != "Host" { head += "\(name): \(value)\r\n" }
     if body != nil || method == "POST" { head += "Content-Length: \(body?.count ?? 0)\r\n" }
     var data = Data((head + "\r\n").utf8)
     if let body { data.append(body) }
