@@ -27,6 +27,9 @@ struct APIRoutes<Context: RequestContext>: Sendable {
     func add(to parent: some RouterMethods<Context>) {
         let router = parent.group().add(
             middleware: RequestGuard<Context>(allowedHosts: dashboard.allowedHosts, allowedOrigins: dashboard.allowedOrigins))
+        // Methods a path does not take: the name is checked, the method refused before anything else.
+        let refusing = parent.group().add(
+            middleware: RequestGuard<Context>(allowedHosts: dashboard.allowedHosts, allowedOrigins: [], checksWrites: false))
         router.get("") { request, _ in try page(request) }
         router.get("dashboard.js") { _, _ in asset(DashboardAssets.script, type: "text/javascript; charset=utf-8") }
         router.get("dashboard.css") { _, _ in asset(DashboardAssets.style, type: "text/css; charset=utf-8") }
@@ -59,6 +62,25 @@ struct APIRoutes<Context: RequestContext>: Sendable {
                 return response
             } catch {
                 return await refusal(APIError.from(error, logger: dashboard.logger))
+            }
+        }
+        router.get("api/openapi.json") { _, _ in
+            var headers = Self.securityHeaders
+            headers[.contentType] = "application/json; charset=utf-8"
+            headers[.cacheControl] = "no-cache"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
+        }
+        // Every other method of a path answers 405 with the methods it takes.
+        var allowed: [(RouterPath, [HTTPRequest.Method])] = [
+            ("", [.get]), ("dashboard.js", [.get]), ("dashboard.css", [.get]), ("healthz", [.get]), ("api/status", [.get]),
+            ("api/countdowns", [.get, .post]), ("api/countdowns/:key", [.get]), ("api/countdowns/:key/events", [.get]),
+            ("api/countdowns/:key/:action", [.post]), ("api/item", [.get]), ("api/item/events", [.get]),
+            ("api/item/:action", [.post]), ("api/stream", [.get]), ("api/openapi.json", [.get]),
+        ]
+        if dashboard.metricsRegistry != nil { allowed.append(("metrics", [.get])) }
+        for (path, methods) in allowed {
+            for method in Self.refusedMethods where !methods.contains(method) {
+                refusing.on(path, method: method) { _, _ in Self.methodNotAllowed(methods) }
             }
         }
         if let registry = dashboard.metricsRegistry {
@@ -117,6 +139,19 @@ struct APIRoutes<Context: RequestContext>: Sendable {
             headers[HTTPField.Name("X-Countdown-Now-Ms")!] = String(now.wall)
         }
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// The methods answered 405 where a path does not take them (OPTIONS is CORS's).
+    static var refusedMethods: [HTTPRequest.Method] {
+        [.get, .post, .put, .delete, .patch, .trace, .connect, HTTPRequest.Method("QUERY")!]
+    }
+
+    /// 405, with the methods the path takes in `Allow`.
+    static func methodNotAllowed(_ methods: [HTTPRequest.Method]) -> Response {
+        let names = methods.map(\.rawValue).joined(separator: ", ")
+        var response = plainRefusal(APIError(.methodNotAllowed, code: "methodNotAllowed", "this path takes \(names) only"))
+        response.headers[.allow] = names
+        return response
     }
 
     /// A refusal made before any route runs, without the store's clock.
@@ -239,6 +274,9 @@ struct APIRoutes<Context: RequestContext>: Sendable {
     }
 
     private func act(_ request: Request, key: String, action: String) async throws -> Countdown {
+        if action == "events" {
+            throw APIError(.methodNotAllowed, code: "methodNotAllowed", "this path takes GET only")
+        }
         let known = ["pause", "resume", "cancel", "restart", "remove", "extend", "shorten"]
         guard known.contains(action) else {
             throw APIError(.notFound, code: "unknownAction", "unknown action \(quoted(action)): one of \(known.joined(separator: ", "))")

@@ -33,6 +33,8 @@ extension CountdownCommand {
         var token: String?
         @Option(help: ArgumentHelp("Read the token from this file (its first line).", valueName: "path"))
         var tokenFile: String?
+        @Flag(help: "Let every request that reaches the server write, without a token: only behind a proxy that authenticates. Cross-site writes are still refused.")
+        var openWrites = false
         @Option(help: "The most connections held at once; more wait to be accepted.") var maxConnections = 4096
         @Option(help: "The most event streams (/api/stream) open at once; beyond, 503 with Retry-After.") var maxStreams = 256
         @Flag(help: "Listen on an address other than loopback: only behind a proxy that terminates TLS, since the token and the store would otherwise cross the network in clear.")
@@ -63,6 +65,9 @@ extension CountdownCommand {
                 }
             }
             let token = try resolvedToken()
+            if openWrites && token != nil {
+                throw CountdownError(.invalidArgument, "invalid --open-writes with a token: give one or the other")
+            }
             if !Self.isLoopback(host) && !behindTLSProxy {
                 throw CountdownError(
                     .invalidArgument,
@@ -73,7 +78,7 @@ extension CountdownCommand {
             let allowedHosts: CountdownDashboard.AllowedHosts =
                 allowHosts.contains("*") ? .any : .names(allowHosts + [host])
             let dashboard = CountdownDashboard(
-                store: store, writeAccess: token.map { .bearerToken($0) } ?? .readOnly, metricsRegistry: registry,
+                store: store, writeAccess: openWrites ? .open : token.map { .bearerToken($0) } ?? .readOnly, metricsRegistry: registry,
                 allowedHosts: allowedHosts, allowedOrigins: Set([corsOrigin].compactMap { $0 }), logger: toolLogger,
                 maximumStreams: maxStreams)
             let router = Router()
@@ -87,7 +92,8 @@ extension CountdownCommand {
             dashboard.addRoutes(to: router)
             var serverLogger = toolLogger
             serverLogger.logLevel = .error
-            let (host, port, readOnly) = (host, port, token == nil)
+            let (host, port) = (host, port)
+            let access = openWrites ? "open writes: the proxy in front decides" : token == nil ? "read-only: no token" : "writes need the token"
             let limits = ConnectionLimits.standard
             let app = Application(
                 router: router,
@@ -97,7 +103,6 @@ extension CountdownCommand {
                     availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
                 onServerRunning: { channel in
                     let bound = channel.localAddress?.port ?? port
-                    let access = readOnly ? "read-only: no token" : "writes need the token"
                     FileHandle.standardOutput.write(Data("countdown serve: http://\(host):\(bound)/ (\(access))\n".utf8))
                 }, logger: serverLogger)
             let group = ServiceGroup(

@@ -145,6 +145,99 @@ extension RealProcesses {
             }
         }
 
+        @Test("2,000 event streams that never read and 300 clients that never finish a request: countdowns still expire, /healthz answers, the slow clients are closed")
+        func crowd() async throws {
+            try await withServer { server in
+                for index in 0..<40 {
+                    let started = try await server.post(
+                        "/api/countdowns", jsonBody(["key": "due-\(index)", "duration": "\(4 + index % 5)s"]), token: Self.token)
+                    #expect(started.status == 200, "\(started.summary)")
+                }
+                let idle = try (0..<2000).map { _ in
+                    let socket = try LocalSocket(port: server.port)
+                    try socket.send(Data("GET /api/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8), until: Date().addingTimeInterval(5))
+                    return socket
+                }
+                let slow = try (0..<300).map { _ in
+                    let socket = try LocalSocket(port: server.port)
+                    try socket.send(Data("POST /api/countdowns HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le".utf8), until: Date().addingTimeInterval(5))
+                    return socket
+                }
+                for _ in 0..<5 {
+                    let health = try await server.get("/healthz")
+                    #expect(health.status == 200, "\(health.summary)")
+                    try await Task.sleep(for: .seconds(1))
+                }
+                try await fleetEventually("all 40 countdowns expired", limit: 60) {
+                    let page = try await server.get("/api/countdowns?state=expired&limit=100")
+                    return (itemKeys(page)?.count ?? 0) == 40
+                }
+                let rss = (try? String(contentsOfFile: "/proc/\(server.helper.process.processIdentifier)/status", encoding: .utf8))?
+                    .split(separator: "\n").first { $0.hasPrefix("VmRSS") } ?? "?"
+                var closed = 0
+                let deadline = Date().addingTimeInterval(40)
+                for socket in slow where try await closedByPeer(socket, limit: max(0.1, deadline.timeIntervalSinceNow)) { closed += 1 }
+                #expect(closed == slow.count, "\(closed) of \(slow.count) slow clients closed by the server within 40 s")
+                print("countdown serve with 2,000 idle streams and 300 slow clients: 40 countdowns expired, /healthz answered, \(closed) slow clients closed; server \(rss)")
+                withExtendedLifetime(idle) {}
+            }
+        }
+
+        @Test("In Chromium: a page on another port posts a form and a no-cors fetch to a server with open writes, a page rebinds its name to 127.0.0.1; nothing is read or written")
+        func attackersInABrowser() async throws {
+            // The attacker's site: a page served by another server, on another port.
+            let site = folder.path("site")
+            try FileManager.default.createDirectory(atPath: site, withIntermediateDirectories: true)
+            try await withServer(["--open-writes"]) { server in
+                let target = "http://127.0.0.1:\(server.port)/api/countdowns"
+                let page = """
+                    <!doctype html><title>attack</title>
+                    <form id="f" method="post" action="\(target)" enctype="text/plain">
+                    <input name='{"key":"form-forged","duration":"1h","x":"' value='"}'></form>
+                    <script>
+                    fetch('\(target)', {method: 'POST', mode: 'no-cors', headers: {'Content-Type': 'text/plain'},
+                      body: JSON.stringify({key: 'nocors-forged', duration: '1h'})})
+                      .catch(() => {}).finally(() => document.getElementById('f').submit());
+                    </script>
+                    """
+                try Data(page.utf8).write(to: URL(fileURLWithPath: site + "/attack.html"))
+                let sitePort = try freeLocalPort()
+                let siteServer = try HelperProcess(
+                    ["-m", "http.server", String(sitePort), "--bind", "127.0.0.1", "--directory", site],
+                    executable: URL(fileURLWithPath: "/usr/bin/python3"))
+                defer {
+                    siteServer.kill()
+                    killGroup(siteServer.process.processIdentifier)
+                }
+                try await eventually("the attacker's site answers", limit: 20) {
+                    (try? await httpRequest(port: sitePort, "GET", "/attack.html", limit: 2))?.status == 200
+                }
+                try await withBrowser(arguments: ["--host-resolver-rules=MAP rebind.attacker.example 127.0.0.1"]) { browser in
+                    try await browser.navigate("http://127.0.0.1:\(sitePort)/attack.html")
+                    // The fetch settles, then the form posts: the browser ends on the server's refusal.
+                    try await eventually("the form was posted", limit: 20) {
+                        ((try? await browser.execute("return location.href")) as? String)?.hasPrefix(target) == true
+                    }
+                    let refusal = try await browser.execute("return document.body.innerText") as? String ?? ""
+                    #expect(
+                        refusal.contains("crossSite") || refusal.contains("notJSON"), "the form's post was refused: \(refusal.prefix(300))")
+
+                    // A page whose name now points at 127.0.0.1 gets nothing from the server.
+                    try await browser.navigate("http://rebind.attacker.example:\(server.port)/")
+                    let rebound = try await browser.execute("return document.body.innerText") as? String ?? ""
+                    #expect(rebound.contains("unknownHost") && !rebound.contains("Countdowns"), "\(rebound.prefix(300))")
+                    let read = try await browser.execute(
+                        "const r = new XMLHttpRequest(); r.open('GET', '/api/countdowns?state=all', false); r.send(); return r.status + ' ' + r.responseText")
+                        as? String ?? ""
+                    #expect(read.hasPrefix("421"), "\(read.prefix(300))")
+                }
+                // The server's own page may still write, with JSON.
+                let own = try await server.post("/api/countdowns", jsonBody(["key": "own", "duration": "1h"]))
+                #expect(own.status == 200, "\(own.summary)")
+            }
+            #expect(try await keys() == ["own"], "nothing forged was written")
+        }
+
         /// Reads until `text` arrived; what arrived.
         func receiveText(_ socket: LocalSocket, containing text: String, limit: Double) async throws -> String {
             try await onThread {

@@ -386,7 +386,7 @@ struct WebDriverSession: Sendable {
 
     /// A new headless Chromium session (`--headless=new --no-sandbox --disable-gpu
     /// --disable-dev-shm-usage --window-size=1400,900`).
-    static func create(_ driver: ChromeDriver) async throws -> WebDriverSession {
+    static func create(_ driver: ChromeDriver, arguments extra: [String] = []) async throws -> WebDriverSession {
         let capabilities: [String: Any] = [
             "capabilities": [
                 "alwaysMatch": [
@@ -396,7 +396,7 @@ struct WebDriverSession: Sendable {
                         "args": [
                             "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                             "--window-size=1400,900",
-                        ],
+                        ] + extra,
                     ],
                 ]
             ]
@@ -516,13 +516,13 @@ struct WebDriverError: Error, CustomStringConvertible {
 /// Starts chromedriver and a headless Chromium session, runs `body` with it, and ends both:
 /// the session is deleted and chromedriver's whole process group killed, also when `body` throws.
 /// What the browser leaves in its temporary folder goes with the folder.
-func withBrowser<T>(_ body: (WebDriverSession) async throws -> T) async throws -> T {
+func withBrowser<T>(arguments: [String] = [], _ body: (WebDriverSession) async throws -> T) async throws -> T {
     let scratch = try TemporaryFolder()
     defer { withExtendedLifetime(scratch) {} }
     let driver = try await ChromeDriver.start(temporaryFolder: scratch.url.path)
     let session: WebDriverSession
     do {
-        session = try await WebDriverSession.create(driver)
+        session = try await WebDriverSession.create(driver, arguments: arguments)
     } catch {
         await driver.stop()
         throw error
