@@ -23,6 +23,11 @@ struct Sizes {
     var catchUp: Int
     /// Ended countdowns pruned.
     var prune: Int
+    /// Countdowns coming due beside `countdown serve`'s crowd, its idle event streams and its
+    /// clients that never finish a request.
+    var crowdDue = 2_000
+    var crowdStreams = 2_000
+    var crowdSlow = 300
 
     static let full = Sizes(
         bulk: 100_000, single: 5_000, stored: 1_000_000, lookups: 20_000, soonest: 1_000, expiring: 10_000,
@@ -31,7 +36,8 @@ struct Sizes {
     static let quick = Sizes(
         bulk: 5_000, single: 200, stored: 20_000, lookups: 2_000, soonest: 100, expiring: 1_000,
         opens: 3, latenessActive: 5_000, latenessPerSecond: 200, latenessSeconds: 2, idleSeconds: 2,
-        tickKeys: 1_000, ticks: 3, rounds: 1, mass: [2_000], catchUp: 2_000, prune: 2_000)
+        tickKeys: 1_000, ticks: 3, rounds: 1, mass: [2_000], catchUp: 2_000, prune: 2_000,
+        crowdDue: 50, crowdStreams: 50, crowdSlow: 10)
 }
 
 /// Every benchmark, each writing into its own files under `folder`.
@@ -55,8 +61,8 @@ struct Benchmarks {
 
     /// Whether `name` is a file an earlier case made (the large store is kept for the next run).
     static func isCaseFile(_ name: String) -> Bool {
-        let stores = ["bulk-", "single-", "expire-", "lateness", "ticks", "mass-", "catch-up-", "prune-"]
-        let logs = ["writer-", "reader-", "run-"]
+        let stores = ["bulk-", "single-", "expire-", "lateness", "ticks", "mass-", "catch-up-", "prune-", "crowd-"]
+        let logs = ["writer-", "reader-", "run-", "crowd-"]
         let isStore = [".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal"].contains { name.hasSuffix($0) }
         if isStore { return stores.contains { name.hasPrefix($0) } }
         return name.hasSuffix(".log") && logs.contains { name.hasPrefix($0) }

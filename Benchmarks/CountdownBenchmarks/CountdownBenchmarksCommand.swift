@@ -144,6 +144,8 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
         try await add("mass expiry") { try await benchmarks.massExpiry(try massSettings()) }
         try await add("mass catch-up") { try await benchmarks.massCatchUp(try massSettings()) }
         try await add("mass prune") { try await benchmarks.massPrune(try massSettings()) }
+        // `countdown serve` beside event streams that never read and clients that never finish.
+        try await add("serve crowd") { try await benchmarks.serveCrowd(tool: try MassSettings.tool()) }
         let postgresSkipped = try await PostgresBenchmarks.measure(
             url: postgresURL ?? ProcessInfo.processInfo.environment["COUNTDOWN_POSTGRES_URL"], quick: quick, log: log,
             wanted: wanted, mass: massSettings, add: add)

@@ -82,7 +82,12 @@ struct OrdersServiceTests {
         let listed = try await client.text("GET", "/countdowns/api/countdowns?group=payments", headers: operators)
         #expect(listed.status == 200 && listed.body.contains("\"key\":\"order-\(order)\""), "\(listed.body)")
         // Past the password the dashboard may change countdowns: the host decides who gets there.
-        let paused = try await client.text("POST", "/countdowns/api/countdowns/order-\(order)/pause", headers: operators)
+        // A write is JSON, with a body or without one: a cross-site form cannot send it.
+        let form = try await client.text(
+            "POST", "/countdowns/api/countdowns/order-\(order)/pause", headers: operators.merging(["Content-Type": "text/plain"]) { $1 })
+        #expect(form.status == 415, "\(form.body)")
+        let paused = try await client.text(
+            "POST", "/countdowns/api/countdowns/order-\(order)/pause", headers: operators.merging(["Content-Type": "application/json"]) { $1 })
         #expect(paused.status == 200 && paused.body.contains("\"state\":\"paused\""), "\(paused.body)")
 
         let metrics = try await client.text("GET", "/metrics")
