@@ -107,6 +107,23 @@ final class ServeProcess: Sendable {
     }
 }
 
+/// Runs `body` with `countdown serve` on `database`, then stops it (also when `body` throws,
+/// then with its stderr).
+func withServeProcess(
+    database: String, folder: TemporaryFolder, arguments: [String], environment: [String: String] = [:],
+    _ body: (ServeProcess) async throws -> Void
+) async throws {
+    let server = try await ServeProcess.start(database: database, folder: folder, arguments: arguments, environment: environment)
+    do {
+        try await body(server)
+    } catch {
+        await server.stop()
+        Issue.record("failed with \(error); countdown serve's stderr: \(server.helper.stderr.suffix(2000))")
+        throw error
+    }
+    await server.stop()
+}
+
 /// JSON for a request body.
 func jsonBody(_ fields: [String: String]) -> Data {
     let encoder = JSONEncoder()
@@ -173,16 +190,7 @@ extension RealProcesses {
             _ arguments: [String] = ["--token", ServerAPITests.token], environment: [String: String] = [:],
             _ body: (ServeProcess) async throws -> Void
         ) async throws {
-            let server = try await ServeProcess.start(
-                database: db, folder: folder, arguments: arguments, environment: environment)
-            do {
-                try await body(server)
-            } catch {
-                await server.stop()
-                Issue.record("failed with \(error); countdown serve's stderr: \(server.helper.stderr.suffix(2000))")
-                throw error
-            }
-            await server.stop()
+            try await withServeProcess(database: db, folder: folder, arguments: arguments, environment: environment, body)
         }
 
         func countdown(_ arguments: [String]) async throws -> ToolRun {
@@ -359,6 +367,7 @@ extension RealProcesses {
                     [:],
                     ["Authorization": "Bearer wrong"],
                     ["Authorization": "Bearer \(Self.token)x"],
+                    ["Authorization": "Bearer \(Self.token.prefix(8))"],
                     ["Authorization": "Bearer "],
                     ["Authorization": "Basic \(Self.token)"],
                     ["Authorization": Self.token],
