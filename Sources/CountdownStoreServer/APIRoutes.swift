@@ -60,6 +60,11 @@ struct APIRoutes<Context: RequestContext>: Sendable {
                 var response = try EventStream(hub: dashboard.hub).response()
                 response.headers.append(contentsOf: Self.securityHeaders)
                 return response
+            } catch let error as APIError {
+                // Refused before anything was read (too many streams): the store is not asked either.
+                var response = Self.plainRefusal(error)
+                if let seconds = error.retryAfter { response.headers[.retryAfter] = String(seconds) }
+                return response
             } catch {
                 return await refusal(APIError.from(error, logger: dashboard.logger))
             }

@@ -20,7 +20,15 @@ final class EventHub: Sendable {
         var nextID = 0
         var reader: Task<Void, Never>?
         var stopped = false
+        /// Events read but not handed out yet: they go out together, one write per stream.
+        var pending = ByteBuffer()
     }
+
+    /// How long an event may wait to go out with the ones after it: a burst of expiries costs
+    /// each stream one write per interval instead of one per event.
+    static let batchInterval: Duration = .milliseconds(50)
+    /// The most bytes of events held back for a batch.
+    static let batchBytes = 64 * 1024
 
     let store: CountdownStore
     /// The most streams open at once.
@@ -103,6 +111,9 @@ final class EventHub: Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.read() }
             group.addTask {
+                while (try? await Task.sleep(for: Self.batchInterval)) != nil { self.flush() }
+            }
+            group.addTask {
                 while (try? await Task.sleep(for: self.keepAlive)) != nil {
                     self.publish(ByteBuffer(string: ": keep-alive\n\n"))
                     self.endExpired()
@@ -130,15 +141,28 @@ final class EventHub: Sendable {
         do {
             for try await event in try await store.events(.all) {
                 guard let data = try? encoder.encode(EventJSON(event: event)) else { continue }
-                var buffer = ByteBuffer(string: "id: \(event.id)\ndata: ")
-                buffer.writeBytes(data)
-                buffer.writeString("\n\n")
-                publish(buffer)
+                let full = state.withLock { state in
+                    state.pending.writeString("id: \(event.id)\ndata: ")
+                    state.pending.writeBytes(data)
+                    state.pending.writeString("\n\n")
+                    return state.pending.readableBytes >= Self.batchBytes
+                }
+                if full { flush() }
             }
         } catch {
             // The store closed or failed: every stream ends, and its page reconnects.
         }
         if !Task.isCancelled { finishAll() }
+    }
+
+    /// Hands the events held back to every subscriber, in one buffer.
+    private func flush() {
+        let batch = state.withLock { state -> ByteBuffer? in
+            guard state.pending.readableBytes > 0 else { return nil }
+            defer { state.pending = ByteBuffer() }
+            return state.pending
+        }
+        if let batch { publish(batch) }
     }
 
     private func publish(_ buffer: ByteBuffer) {

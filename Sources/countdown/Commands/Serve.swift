@@ -99,7 +99,7 @@ extension CountdownCommand {
                 router: router,
                 server: .http1(configuration: .init(additionalChannelHandlers: [limits.handler()])),
                 configuration: .init(
-                    address: .hostname(host, port: port), serverName: nil,
+                    address: .hostname(host, port: port), serverName: nil, backlog: 4096,
                     availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
                 onServerRunning: { channel in
                     let bound = channel.localAddress?.port ?? port

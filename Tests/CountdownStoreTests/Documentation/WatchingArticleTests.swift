@@ -44,7 +44,7 @@ struct WatchingArticleTests {
         let store = try CountdownStore(path: folder.path())
         let router = Router()
 
-        let dashboard = CountdownDashboard(store: store, writeAccess: .open)
+        let dashboard = CountdownDashboard(store: store, writeAccess: .open, allowedHosts: .names(["ops.example.com"]))
         let operators = router.group("countdowns").add(middleware: OperatorsOnly())
         dashboard.addRoutes(to: operators)
 
@@ -60,10 +60,13 @@ struct WatchingArticleTests {
         configuration.timeoutIntervalForRequest = 15
         let session = URLSession(configuration: configuration)
 
-        func send(_ method: String, _ path: String, operator isOperator: Bool, body: String? = nil) async throws -> (Int, String) {
+        func send(_ method: String, _ path: String, operator isOperator: Bool, body: String? = nil, type: String = "application/json")
+            async throws -> (Int, String)
+        {
             var request = URLRequest(url: URL(string: base + path)!)
             request.httpMethod = method
             if isOperator { request.setValue("yes", forHTTPHeaderField: "X-Operator") }
+            if method == "POST" { request.setValue(type, forHTTPHeaderField: "Content-Type") }
             request.httpBody = body.map { Data($0.utf8) }
             let (data, response) = try await session.data(for: request)
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
@@ -74,6 +77,8 @@ struct WatchingArticleTests {
         #expect(started.0 == 200, "\(started.1)")
         let listed = try await send("GET", "/api/countdowns", operator: true)
         #expect(listed.0 == 200 && listed.1.contains("\"key\":\"order-1042\""), "\(listed.1)")
+        let form = try await send("POST", "/api/countdowns", operator: true, body: #"{"key": "forged", "duration": "15m"}"#, type: "text/plain")
+        #expect(form.0 == 415, "a cross-site form's body type is refused: \(form.1)")
         let page = try await send("GET", "/", operator: true)
         #expect(page.0 == 200 && page.1.contains("dashboard.js"))
         serving.cancel()
