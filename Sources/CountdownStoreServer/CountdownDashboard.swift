@@ -7,7 +7,7 @@ import Prometheus
 /// under a path of its choosing and behind its own middleware.
 ///
 /// ```swift
-/// let dashboard = CountdownDashboard(store: store, writeAccess: .open)
+/// let dashboard = CountdownDashboard(store: store, writeAccess: .open, allowedHosts: .names(["ops.example.com"]))
 /// let operators = router.group("countdowns").add(middleware: OperatorsOnly())
 /// dashboard.addRoutes(to: operators)
 /// ```
