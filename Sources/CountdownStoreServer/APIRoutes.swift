@@ -62,9 +62,7 @@ struct APIRoutes<Context: RequestContext>: Sendable {
                 return response
             } catch let error as APIError {
                 // Refused before anything was read (too many streams): the store is not asked either.
-                var response = Self.plainRefusal(error)
-                if let seconds = error.retryAfter { response.headers[.retryAfter] = String(seconds) }
-                return response
+                return Self.plainRefusal(error)
             } catch {
                 return await refusal(APIError.from(error, logger: dashboard.logger))
             }
@@ -166,6 +164,7 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         var headers = securityHeaders
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.cacheControl] = "no-store"
+        if let seconds = error.retryAfter { headers[.retryAfter] = String(seconds) }
         let data = (try? encoder.encode(ErrorJSON(error: .init(code: error.code, message: error.message)))) ?? Data()
         return Response(status: error.status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }

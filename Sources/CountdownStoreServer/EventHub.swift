@@ -49,9 +49,6 @@ final class EventHub: Sendable {
         self.lifetime = lifetime
     }
 
-    /// The streams open now.
-    var count: Int { state.withLock { $0.subscribers.count } }
-
     /// A new subscription: its ID and its messages; `nil` when ``capacity`` streams are open.
     func subscribe() -> (id: Int, messages: AsyncStream<ByteBuffer>)? {
         let (messages, continuation) = AsyncStream<ByteBuffer>.makeStream(bufferingPolicy: .unbounded)
@@ -83,8 +80,10 @@ final class EventHub: Sendable {
         let ended = state.withLock { state -> Subscriber? in
             let subscriber = state.subscribers.removeValue(forKey: id)
             if state.subscribers.isEmpty {
+                // Nobody listens: the reader stops, and what it held back is nobody's.
                 state.reader?.cancel()
                 state.reader = nil
+                state.pending = ByteBuffer()
             }
             return subscriber
         }
@@ -99,6 +98,7 @@ final class EventHub: Sendable {
                 state.subscribers = [:]
                 state.reader?.cancel()
                 state.reader = nil
+                state.pending = ByteBuffer()
             }
             return Array(state.subscribers.values)
         }

@@ -12,11 +12,13 @@ extension ItemRecord {
         key: String, group: String?, kind: CountdownKind, policy: CountdownPolicy,
         durationMs: Int64?, payload: CountdownPayload?, generation: Int64, at time: some ClockInstant
     ) {
+        // The delay lands on the part of the start its policy counts: A for `active`, G for `wall`.
+        let delay = time.startDelay(policy)
         self.init(
             id: nil, key: key, group: group, kind: kind, policy: policy, state: .running,
             durationMs: durationMs, generation: generation,
-            startOffsetMs: time.active + (policy == .active ? time.startDelay(policy) : 0),
-            gapAtStartMs: time.gap + (policy == .wall ? time.startDelay(policy) : 0), startedAtMs: time.wall,
+            startOffsetMs: time.active + (policy == .active ? delay : 0),
+            gapAtStartMs: time.gap + (policy == .wall ? delay : 0), startedAtMs: time.wall,
             pausedMs: 0, pausedAtMs: nil, deadlineMs: nil, finalElapsedMs: nil,
             endedAtMs: nil, expiredAtMs: nil, payload: payload, updatedAtMs: time.wall)
         deadlineMs = durationMs.map { startOnTimeline + $0 }

@@ -46,12 +46,6 @@ struct Now: Sendable {
     /// The item timeline of `policy` now.
     func timeline(_ policy: CountdownPolicy) -> Int64 { clocks.timeline(policy) }
 
-    /// The instant on the store wall clock at which the `policy` timeline reads `value`; `nil`
-    /// for an `active` timeline that stands still (nobody ticks) and has not reached it.
-    ///
-    /// An `active` timeline that stands still now may still have reached `value` since the
-    /// checkpoint, before the lease ran out. It got there while ticking, so it is placed as if
-    /// ticking.
     /// How far ahead of the `policy` timeline now an item started now starts on it: the time W
     /// now runs ahead of where the checkpoint places the timeline now, and zero almost always.
     ///
@@ -70,6 +64,12 @@ struct Now: Sendable {
         return max(0, reaching - sinceBase)
     }
 
+    /// The instant on the store wall clock at which the `policy` timeline reads `value`; `nil`
+    /// for an `active` timeline that stands still (nobody ticks) and has not reached it.
+    ///
+    /// An `active` timeline that stands still now may still have reached `value` since the
+    /// checkpoint, before the lease ran out. It got there while ticking, so it is placed as if
+    /// ticking.
     func wall(when policy: CountdownPolicy, reaches value: Int64) -> Int64? {
         let sinceBase = value - (policy == .wall ? base.active + base.gap : base.active)
         if sinceBase < 0 { return base.heartbeatAt + sinceBase }  // before the checkpoint (a store written by an older version)
