@@ -241,7 +241,13 @@ extension RealProcesses {
                 try await eventually("the detail opens", limit: 5) {
                     try await browser.execute("return document.getElementById('detail').hidden") as? Bool == false
                 }
-                #expect(try await browser.text(try await browser.find("#detail-title")) == Self.hostileKey)
+                // The panel slides in from opacity 0, and WebDriver's text is what is visible: wait for it.
+                try await eventually("the detail's title shows the key", limit: 5) {
+                    try await browser.text(try await browser.find("#detail-title")) == Self.hostileKey
+                }
+                #expect(
+                    try await browser.execute("return document.getElementById('detail-title').textContent") as? String
+                        == Self.hostileKey)
                 try await browser.click(try await browser.find("#detail-close"))
                 try await browser.sendKeys(try await browser.find("#token"), Self.token)
                 try await browser.click(try await browser.find("#token-save"))
