@@ -37,26 +37,53 @@ struct HelperSummary: Codable {
 /// hour under a new key (`write`) or reads the countdown `key` (`read`), timing each call on the
 /// continuous clock, until its stdin closes (or `limit` passes), and prints a ``HelperSummary``
 /// as one JSON line.
+///
+/// The roles `tool-start` and `tool-show` time whole processes of the `countdown` tool beside
+/// this executable instead (`countdown start KEY 1h`, `countdown show KEY --json`), as a shell
+/// script sees the store: opening, the call and closing, each a process of its own.
 func helper(role: String, db: String, key: String, interval: Duration, limit: Duration) async throws {
-    let store: CountdownStore
-    if db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") {
-        store = try await CountdownStore(postgresURL: db, configuration: quietStore)
-    } else {
-        store = try CountdownStore(path: db, configuration: quietStore)
-    }
     let tag = "w\(getpid())-"
     var index = 0
+    var store: CountdownStore?
+    func opened() async throws -> CountdownStore {
+        if let store { return store }
+        let new: CountdownStore
+        if db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") {
+            new = try await CountdownStore(postgresURL: db, configuration: quietStore)
+        } else {
+            new = try CountdownStore(path: db, configuration: quietStore)
+        }
+        store = new
+        return new
+    }
     let operation: () async throws -> Void
     switch role {
     case "write":
+        let store = try await opened()
         operation = {
             index += 1
             try await store.start("\(tag)\(index)", duration: .seconds(3600), group: "writer")
         }
     case "read":
+        let store = try await opened()
         operation = { _ = try await store.countdown(key) }
+    case "tool-start", "tool-show":
+        let tool = try MassSettings.tool()
+        let stderrPath = NSTemporaryDirectory() + "countdown-helper-\(getpid()).log"
+        operation = {
+            index += 1
+            let arguments =
+                role == "tool-start" ? ["start", "t\(tag)\(index)", "1h", "--group", "writer", "--db", db] : ["show", key, "--json", "--db", db]
+            let child = try Child(tool, arguments, stderrPath: stderrPath, stdin: false, onOutput: nil)
+            guard let code = await child.wait(upTo: .seconds(30)) else {
+                child.killGroup()
+                throw BenchmarkError("countdown \(arguments[0]) did not end within 30 s")
+            }
+            // `show` of a key not started yet (the warm-up) exits 66, an answer like any other.
+            guard code == 0 || (role == "tool-show" && code == 66) else { throw BenchmarkError("countdown \(arguments[0]) exited with status \(code): \(child.stderrTail)") }
+        }
     default:
-        throw BenchmarkError("unknown helper role \(role): write or read")
+        throw BenchmarkError("unknown helper role \(role): write, read, tool-start or tool-show")
     }
     for _ in 0..<3 { try await operation() }
 
@@ -92,7 +119,7 @@ func helper(role: String, db: String, key: String, interval: Duration, limit: Du
         times.append((ContinuousClock.now - start).seconds * 1e3)
         try await Task.sleep(for: interval)
     }
-    try? await store.close()
+    try? await store?.close()
     times.sort()
     let summary = HelperSummary(
         operations: times.count, longestMs: times.last ?? 0, p99Ms: percentile(times, 0.99),
@@ -193,34 +220,40 @@ struct HelperProcess {
 struct Beside {
     let writer: HelperProcess
     let reader: HelperProcess
+    /// Whole `countdown start` and `countdown show` processes, one after another.
+    let toolStart: HelperProcess
+    let toolShow: HelperProcess
 
-    /// Starts both on `db`; their stderr goes to files named after `tag` in `folder`.
+    var all: [HelperProcess] { [writer, reader, toolStart, toolShow] }
+
+    /// Starts the four on `db`; their stderr goes to files named after `tag` in `folder`.
     static func start(db: String, folder: URL, tag: String) async throws -> Beside {
-        let writer = try await HelperProcess.start(role: "write", db: db, stderrPath: folder.appendingPathComponent("writer-\(tag).log").path)
+        var started: [HelperProcess] = []
         do {
-            let reader = try await HelperProcess.start(role: "read", db: db, stderrPath: folder.appendingPathComponent("reader-\(tag).log").path)
-            return Beside(writer: writer, reader: reader)
+            for role in ["write", "read", "tool-start", "tool-show"] {
+                started.append(
+                    try await HelperProcess.start(role: role, db: db, stderrPath: folder.appendingPathComponent("\(role)-\(tag).log").path))
+            }
+            return Beside(writer: started[0], reader: started[1], toolStart: started[2], toolShow: started[3])
         } catch {
-            writer.child.killGroup()
+            started.forEach { $0.child.killGroup() }
             throw error
         }
     }
 
     func go() {
-        writer.go()
-        reader.go()
+        all.forEach { $0.go() }
     }
 
-    func stop() async -> (writer: HelperSummary, reader: HelperSummary) {
-        (await writer.stop(), await reader.stop())
+    func stop() async -> BesideSummary {
+        BesideSummary(writer: await writer.stop(), reader: await reader.stop(), toolStart: await toolStart.stop(), toolShow: await toolShow.stop())
     }
 
     func kill() {
-        writer.child.killGroup()
-        reader.child.killGroup()
+        all.forEach { $0.child.killGroup() }
     }
 
-    /// Runs `body` with both started on `db`, killing them when it throws.
+    /// Runs `body` with the four started on `db`, killing them when it throws.
     static func with<T>(db: String, folder: URL, tag: String, _ body: (Beside) async throws -> T) async throws -> T {
         let beside = try await start(db: db, folder: folder, tag: tag)
         do {
@@ -229,6 +262,27 @@ struct Beside {
             beside.kill()
             throw error
         }
+    }
+}
+
+/// What the processes beside a case saw.
+struct BesideSummary {
+    /// A process of the benchmark's own, starting a countdown every 5 ms on a store it keeps open.
+    var writer: HelperSummary
+    /// The same, reading one countdown.
+    var reader: HelperSummary
+    /// `countdown start KEY 1h`, a whole process each time.
+    var toolStart: HelperSummary
+    /// `countdown show KEY --json`, a whole process each time.
+    var toolShow: HelperSummary
+
+    var failures: Int { writer.failures + reader.failures + toolStart.failures + toolShow.failures }
+
+    func log(_ side: String, _ log: (String) -> Void) {
+        log("  \(side): the writer beside: \(writer.described)")
+        log("  \(side): the reader beside: \(reader.described)")
+        log("  \(side): countdown start processes beside: \(toolStart.described)")
+        log("  \(side): countdown show processes beside: \(toolShow.described)")
     }
 }
 

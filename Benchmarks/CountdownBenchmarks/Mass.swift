@@ -60,15 +60,14 @@ struct MassRun {
     /// were not all read).
     var perSecond: Double
     var duplicates: Int
-    var writer: HelperSummary
-    var reader: HelperSummary
+    var beside: BesideSummary
     /// `countdown run`'s peak resident memory, read just before it was stopped (or ended).
     var peakMiB: Double?
     /// What went wrong with `countdown run` (it ended early, delivered too little in time, or
     /// did not stop as asked), if anything.
     var runProblems: [String]
 
-    var failures: Int { writer.failures + reader.failures + runProblems.count }
+    var failures: Int { beside.failures + runProblems.count }
 }
 
 /// Work timed in this process (the raw side of a mass case, or ours pruning), the same helpers beside it.
@@ -77,11 +76,10 @@ struct TimedRun {
     /// The first transaction's commit, after the work began (the end, when it does not say).
     var firstMs: Double
     var seconds: Double
-    var writer: HelperSummary
-    var reader: HelperSummary
+    var beside: BesideSummary
 
     var perSecond: Double { Double(count) / seconds }
-    var failures: Int { writer.failures + reader.failures }
+    var failures: Int { beside.failures }
 }
 
 /// Tallies `countdown run`'s expiry lines as they are read, on the reading thread: which of the
@@ -339,7 +337,7 @@ enum Mass {
             var peak: Int?
             let seen = await tally.wait(until: from + limit) { peak = child.peakResidentKiB ?? peak }
             peak = child.peakResidentKiB ?? peak
-            let (writer, reader) = await beside.stop()
+            let besides = await beside.stop()
             // A run that ended early or delivered too little is a figure of the case (a failure),
             // not the end of the benchmark.
             var problems: [String] = []
@@ -366,7 +364,7 @@ enum Mass {
             return MassRun(
                 count: count, delivered: seen.distinct, firstMs: seen.first.map { ($0 - from).seconds * 1e3 } ?? .infinity,
                 firstLateMs: firstLate, allSeconds: seen.complete.map { ($0 - from).seconds } ?? .infinity, perSecond: perSecond,
-                duplicates: seen.duplicates, writer: writer, reader: reader, peakMiB: peak.map { Double($0) / 1024 },
+                duplicates: seen.duplicates, beside: besides, peakMiB: peak.map { Double($0) / 1024 },
                 runProblems: problems)
         } catch {
             child.killGroup()
@@ -396,10 +394,9 @@ enum Mass {
             let start = ContinuousClock.now
             let first = try await work()
             let end = ContinuousClock.now
-            let (writer, reader) = await beside.stop()
             return TimedRun(
-                count: count, firstMs: ((first ?? end) - start).seconds * 1e3, seconds: (end - start).seconds, writer: writer,
-                reader: reader)
+                count: count, firstMs: ((first ?? end) - start).seconds * 1e3, seconds: (end - start).seconds,
+                beside: await beside.stop())
         }
     }
 
@@ -417,11 +414,17 @@ enum Mass {
                 name: "\(title): every expiry read, after \(origin)", n: n, ours: ours.allSeconds, raw: raw.seconds, unit: "s",
                 target: .atMostRatio(2)),
             Figure(
-                name: "\(title): longest write of another process", n: n, ours: ours.writer.longestMs, raw: raw.writer.longestMs,
+                name: "\(title): longest write of another process", n: n, ours: ours.beside.writer.longestMs, raw: raw.beside.writer.longestMs,
                 unit: "ms", target: .atMost(50)),
             Figure(
-                name: "\(title): longest read of another process", n: n, ours: ours.reader.longestMs, raw: raw.reader.longestMs,
+                name: "\(title): longest read of another process", n: n, ours: ours.beside.reader.longestMs, raw: raw.beside.reader.longestMs,
                 unit: "ms", target: .atMost(50)),
+            Figure(
+                name: "\(title): slowest countdown start process beside", n: n, ours: ours.beside.toolStart.longestMs,
+                raw: raw.beside.toolStart.longestMs, unit: "ms", target: .atMost(100)),
+            Figure(
+                name: "\(title): slowest countdown show process beside", n: n, ours: ours.beside.toolShow.longestMs,
+                raw: raw.beside.toolShow.longestMs, unit: "ms", target: .atMost(100)),
             Figure(
                 name: "\(title): expiries read", n: n, ours: Double(ours.delivered), raw: Double(raw.count), unit: "count",
                 target: .atLeast(Double(n))),
@@ -440,11 +443,9 @@ enum Mass {
             format: "  ours: %d of %d read, first line %.1f ms (its late_ms %@), every expiry %.2f s, %.0f/s, %d duplicates, countdown run peak %@ MiB",
             ours.delivered, ours.count, ours.firstMs, ours.firstLateMs.map { String(format: "%.0f", $0) } ?? "—", ours.allSeconds,
             ours.perSecond, ours.duplicates, ours.peakMiB.map { String(format: "%.1f", $0) } ?? "—"))
-        log("  ours: the writer beside: \(ours.writer.described)")
-        log("  ours: the reader beside: \(ours.reader.described)")
+        ours.beside.log("ours", log)
         log(String(format: "  raw: first commit %.1f ms, every row %.2f s, %.0f/s", raw.firstMs, raw.seconds, raw.perSecond))
-        log("  raw: the writer beside: \(raw.writer.described)")
-        log("  raw: the reader beside: \(raw.reader.described)")
+        raw.beside.log("raw", log)
     }
 }
 
@@ -559,21 +560,25 @@ extension Benchmarks {
         }
         guard deleted.items == count else { throw BenchmarkError("raw deleted \(deleted.items) of \(count) countdowns") }
         log(String(format: "  ours: %d countdowns and %d events in %.2f s", pruned.items, pruned.events, ours.seconds))
-        log("  ours: the writer beside: \(ours.writer.described)")
-        log("  ours: the reader beside: \(ours.reader.described)")
+        ours.beside.log("ours", log)
         log(String(format: "  raw: %d countdowns and %d events in %.2f s, %d per transaction", deleted.items, deleted.events, raw.seconds, settings.batch))
-        log("  raw: the writer beside: \(raw.writer.described)")
-        log("  raw: the reader beside: \(raw.reader.described)")
+        raw.beside.log("raw", log)
         return [
             Figure(
                 name: "mass prune: ended countdowns deleted (and their events)", n: count, ours: ours.perSecond, raw: raw.perSecond,
                 unit: "items/s", target: .atLeastRatio(0.5)),
             Figure(
-                name: "mass prune: longest write of another process", n: count, ours: ours.writer.longestMs, raw: raw.writer.longestMs,
+                name: "mass prune: longest write of another process", n: count, ours: ours.beside.writer.longestMs, raw: raw.beside.writer.longestMs,
                 unit: "ms", target: .atMost(50)),
             Figure(
-                name: "mass prune: longest read of another process", n: count, ours: ours.reader.longestMs, raw: raw.reader.longestMs,
+                name: "mass prune: longest read of another process", n: count, ours: ours.beside.reader.longestMs, raw: raw.beside.reader.longestMs,
                 unit: "ms", target: .atMost(50)),
+            Figure(
+                name: "mass prune: slowest countdown start process beside", n: count, ours: ours.beside.toolStart.longestMs,
+                raw: raw.beside.toolStart.longestMs, unit: "ms", target: .atMost(100)),
+            Figure(
+                name: "mass prune: slowest countdown show process beside", n: count, ours: ours.beside.toolShow.longestMs,
+                raw: raw.beside.toolShow.longestMs, unit: "ms", target: .atMost(100)),
             Figure(
                 name: "mass prune: failures (writes, reads)", n: count, ours: Double(ours.failures), raw: Double(raw.failures),
                 unit: "count", target: .atMost(0)),

@@ -104,7 +104,7 @@ extension CountdownStore {
     ) async throws(CountdownError) -> Countdown {
         let request = try ValidRequest(
             .countdown(key, duration: duration, group: group, policy: policy, payload: payload))
-        return try await writing(.start) { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
+        return try await groupedWriting(.start) { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
     }
 
     /// Starts a countdown that reaches zero at `deadline` on the store wall clock (which follows
@@ -118,7 +118,7 @@ extension CountdownStore {
         guard let deadlineMs = deadline.checkedMillisecondsSince1970 else {
             throw CountdownError(.invalidArgument, "invalid deadline \(deadline.described)")
         }
-        return try await writing(.start) { tx, time in
+        return try await groupedWriting(.start) { tx, time in
             let remaining = deadlineMs - time.wall
             guard remaining >= Validate.minimumDurationMs, remaining <= Validate.maximumDurationMs else {
                 throw CountdownError(
@@ -139,7 +139,7 @@ extension CountdownStore {
         whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
         let request = try ValidRequest(.stopwatch(key, group: group, policy: policy, payload: payload))
-        return try await writing(.start) { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
+        return try await groupedWriting(.start) { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
     }
 
     /// Starts many items in one transaction: all of them, or none when any input is refused.
@@ -238,7 +238,7 @@ extension CountdownStore {
         _ change: @escaping @Sendable (inout ItemRecord, any RepositoryWriting, Now) throws -> Void
     ) async throws(CountdownError) -> Countdown {
         let key = try Validate.key(key)
-        let outcome: Result<Countdown, CountdownError> = try await writing(operation) { tx, time in
+        let outcome: Result<Countdown, CountdownError> = try await groupedWriting(operation) { tx, time in
             guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
             guard item.isDue(at: time) else {
                 try change(&item, tx, time)

@@ -28,6 +28,8 @@ public final class CountdownStore: Sendable {
     let using = EngineUse()
     /// Bumped after every committed write of this instance that changed items or events.
     let changes = ChangeSignal()
+    /// The writes of single items waiting for the one under way, to commit together (group commit).
+    package let groups = WriteGroups()
     /// What this instance keeps in memory: the clocks it handed out, the lease, its readers.
     let state = Locked(MemoryState())
     /// What the store reports through swift-metrics.

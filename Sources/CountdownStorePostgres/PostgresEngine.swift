@@ -61,6 +61,10 @@ struct PostgresEngine: StorageEngine {
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
     var writersRunSideBySide: Bool { true }
+    /// 64: each write of a group is a subtransaction that writes, and a backend keeps the IDs of
+    /// at most 64 of them in shared memory (`PGPROC_MAX_CACHED_SUBXIDS`); past that, every
+    /// other session's snapshot looks in `pg_subtrans` while the group's transaction runs.
+    var groupedWriteLimit: Int { 64 }
 
     // MARK: Transactions
 

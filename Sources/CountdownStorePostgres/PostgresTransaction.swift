@@ -26,10 +26,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     private(set) var wakeUp: String?
     /// Events appended and not inserted yet: they go in together at the end (see ``flushEvents()``).
     private var pendingEvents: [EventRecord] = []
-    /// A statement sent and not waited for (the BEGIN, the last insert before the COMMIT): the
-    /// connection runs it before the next one, whose wait takes its result first. No thread
-    /// wakes up between the two.
-    private var unanswered: (result: EventLoopFuture<PostgresQueryResult>, isBegin: Bool)?
+    /// Statements sent and not waited for (the BEGIN, a savepoint's SAVEPOINT and RELEASE, the
+    /// last insert before the COMMIT): the connection runs them in order before the next one,
+    /// whose wait takes their results first. No thread wakes up between them.
+    private var unanswered: [(result: EventLoopFuture<PostgresQueryResult>, isBegin: Bool)] = []
 
     init(engine: PostgresEngine, connection: PostgresConnection, writing: Bool, watch: StatementWatch) {
         self.engine = engine
@@ -54,23 +54,26 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// Sends `sql` without waiting for its result: the next statement's wait (or
     /// ``takeUnanswered()``) takes it, and throws its failure.
     func sendUnanswered(_ sql: String, _ values: [Value] = [], isBegin: Bool = false) throws {
-        let future = try send(sql, values)
-        try takeUnanswered()
-        unanswered = (future, isBegin)
+        unanswered.append((try send(sql, values), isBegin))
     }
 
-    /// Waits for the statement sent unanswered, if any; a failed BEGIN throws ``BeginFailed``.
+    /// Waits for the statements sent unanswered, in order; a failed BEGIN throws ``BeginFailed``.
+    /// The first failure is thrown once every one of them has answered.
     func takeUnanswered() throws {
-        guard let (future, isBegin) = unanswered else { return }
-        unanswered = nil
-        do {
-            _ = try Blocking.wait(for: future, on: connection, watch: watch)
-        } catch let error as WaitAbandoned {
-            throw error
-        } catch {
-            if isBegin { throw BeginFailed(failure: PostgresFailure(error, place: engine.place)) }
-            throw error
+        guard !unanswered.isEmpty else { return }
+        let sent = unanswered
+        unanswered.removeAll()
+        var failure: (any Error)?
+        for (future, isBegin) in sent {
+            do {
+                _ = try Blocking.wait(for: future, on: connection, watch: watch)
+            } catch let error as WaitAbandoned {
+                throw error
+            } catch {
+                if failure == nil { failure = isBegin ? BeginFailed(failure: PostgresFailure(error, place: engine.place)) : error }
+            }
         }
+        if let failure { throw failure }
     }
 
     private func send(_ sql: String, _ values: [Value]) throws -> EventLoopFuture<PostgresQueryResult> {
@@ -395,14 +398,19 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func savepoint<T>(_ body: () throws -> T) throws -> T {
         savepoints += 1
         let name = "countdown_\(savepoints)"
-        try execute("SAVEPOINT \(name)")
+        // Sent unanswered: the body's first statement takes its answer, so a savepoint costs no
+        // round trip of its own (a group commit puts each of its writes in one).
+        try sendUnanswered("SAVEPOINT \(name)")
         // Events the body appends are not inserted yet: rolling back drops them here.
         let (pending, wakeUpBefore, soonestBefore) = (pendingEvents.count, wakeUp, soonestRead)
         do {
             let value = try body()
-            try execute("RELEASE SAVEPOINT \(name)")
+            try sendUnanswered("RELEASE SAVEPOINT \(name)")
             return value
         } catch {
+            // What was sent unanswered answers first (a failure among it fails the transaction
+            // anyway: the rollback below then fails too, and the commit rolls back).
+            try? takeUnanswered()
             try? execute("ROLLBACK TO SAVEPOINT \(name)")
             if pendingEvents.count > pending { pendingEvents.removeSubrange(pending...) }
             (wakeUp, soonestRead) = (wakeUpBefore, soonestBefore)

@@ -147,7 +147,16 @@ enum DatabaseOpening {
         // page 1 (with the new count) before the pages that extend the file, so a checkpoint under
         // way in another process, or one a kill interrupted, leaves such a file while the WAL still
         // holds every page. Only SQLite, reading through the WAL, can tell: it is asked below.
-        let shorterThanHeader = uint32(92) == uint32(24) && pages > 0 && pages * pageSize > size
+        //
+        // Asking means `PRAGMA quick_check`, which reads the whole file: seconds for a store of
+        // millions, on every opening while a checkpoint runs beside it. So it is asked only when
+        // the WAL beside the file is too small to hold the pages missing from it; a WAL that
+        // could hold them is the checkpoint under way (and were the file damaged after all, the
+        // first read of a missing page fails with SQLite's "malformed" error).
+        let missingPages = pages - size / max(1, pageSize)
+        let walSize = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+        let walHoldsMissing = walSize >= 32 + missingPages * (pageSize + 24)
+        let shorterThanHeader = uint32(92) == uint32(24) && pages > 0 && pages * pageSize > size && !walHoldsMissing
         try translatingErrorsNow(path: path) {
             var configuration = GRDB.Configuration()
             configuration.readonly = true

@@ -96,13 +96,13 @@ struct SQLiteRepository: StorageEngine {
     func close() throws {
         guard path != nil else { return }  // the host's database: the host closes it
         CrashPoints.reach(.closeBeforeCheckpoint)
-        // Fold the WAL into the database file, so the file alone holds everything. Another
-        // process still reading may keep part of it in the WAL, where it is just as durable.
-        // Without waiting: with its busy handler waiting, a TRUNCATE checkpoint waits until no
-        // other process writes, and closing (even a store that only read) would wait behind
-        // another process's write lock. Failing fast, it copies what it can and leaves the rest,
-        // just as durable, to a later checkpoint.
-        _ = try? writer.unsafeReentrantWrite { db in try BusyWait.failingFast { try db.checkpoint(.truncate) } }
+        // No checkpoint of its own: SQLite folds the WAL into the database file and removes it
+        // when the last connection to the file closes (it takes the file's exclusive lock
+        // without waiting to know it is the last), so the file alone then holds everything.
+        // While other processes still have the file open, the WAL stays theirs, just as
+        // durable; a process that only ran one command (`countdown show` beside a busy ticker)
+        // would otherwise copy megabytes of someone else's writes and wait for a disk sync
+        // before it could exit. The ticker's checkpointer folds the WAL in while it runs.
         CrashPoints.reach(.closeAfterCheckpoint)
         try writer.close()
         CrashPoints.reach(.closed)

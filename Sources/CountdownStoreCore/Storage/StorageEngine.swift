@@ -52,6 +52,8 @@ package protocol StorageEngine: CountdownRepository {
     /// Leaves the database to other processes' writers for `pause` (real time): this store's own
     /// writes wait meanwhile. Between the batches of a backlog.
     func leaveWritesToOthers(for pause: Duration) async
+    /// The most writes one group commit takes into its transaction, each in a savepoint.
+    var groupedWriteLimit: Int { get }
 }
 
 extension StorageEngine {
@@ -62,6 +64,9 @@ extension StorageEngine {
     package func watchForeignChanges(clock: any StoreClock, _ changed: @escaping @Sendable () -> Void) async {}
     package func details(clock: any StoreClock) async throws -> [EngineDetail] { [] }
     package var writersRunSideBySide: Bool { false }
+    /// 256: a group's transaction stays short beside other processes, and no bigger than a
+    /// bulk start's batches.
+    package var groupedWriteLimit: Int { 256 }
     package func clockReading(_ local: ClockReading) -> ClockReading { local }
     package func abandonWaits() {}
 }

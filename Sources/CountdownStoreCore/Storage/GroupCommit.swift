@@ -1,0 +1,250 @@
+import Foundation
+
+// Group commit: the writes of one item (starting, pausing, cancelling…) that arrive while
+// another write of this store is under way are committed together in the next transaction,
+// each in a savepoint of its own. A lone caller runs at once, as it would without grouping:
+// there is no timer, and nobody waits for company. The caller that finds nothing under way leads:
+// it commits its own write; whoever arrived meanwhile is handed the next group, led by the first
+// of them, and so on until nobody waits. The work stays on the callers' own tasks.
+
+/// One write waiting to be committed with others: its body, and where its caller waits.
+final class GroupedWrite: @unchecked Sendable {
+    // `@unchecked Sendable`: `result` and `continuation` are set by the task that leads the group
+    // holding this write, before it resumes the caller, which reads them only after it is resumed
+    // (the lock of ``WriteGroups`` orders the rest).
+    let operation: WriteOperation
+    let notifies: Bool
+    /// The write's own work, in the group's transaction.
+    let body: @Sendable (any RepositoryWriting, Now) throws -> any Sendable
+    /// When the caller asked: its duration counts from here (the wait included).
+    let asked = ContinuousClock.now
+    var result: Result<any Sendable, CountdownError>?
+    var continuation: CheckedContinuation<GroupRole, Never>?
+
+    init(_ operation: WriteOperation, notifies: Bool, _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> any Sendable) {
+        self.operation = operation
+        self.notifies = notifies
+        self.body = body
+    }
+}
+
+/// What a waiting caller is resumed for.
+enum GroupRole: Sendable {
+    /// Its write has its result.
+    case done
+    /// It leads these writes (its own first) in the next transaction.
+    case lead([GroupedWrite])
+}
+
+/// The writes waiting for the one under way, and whether one is.
+package final class WriteGroups: Sendable {
+    private struct State {
+        var busy = false
+        var waiting: [GroupedWrite] = []
+        var stats = GroupStats()
+    }
+
+    /// What the groups committed so far held.
+    package struct GroupStats: Sendable, Equatable {
+        /// Groups ended (a lone write is a group of one).
+        package var groups = 0
+        /// Writes given their outcome.
+        package var writes = 0
+        /// The most writes one group held.
+        package var largest = 0
+    }
+
+    private let state = Locked(State())
+
+    /// Either makes `write` the leader of a group of its own at once (nothing was under way), or
+    /// queues it and waits to be told its result or to lead the next group.
+    func join(_ write: GroupedWrite) async -> GroupRole {
+        let leads = state.withLock { state -> Bool in
+            guard !state.busy else { return false }
+            state.busy = true
+            return true
+        }
+        if leads { return .lead([write]) }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<GroupRole, Never>) in
+            let leadsNow = state.withLock { state -> Bool in
+                // The one under way may have ended between the two looks.
+                guard state.busy else {
+                    state.busy = true
+                    return true
+                }
+                write.continuation = continuation
+                state.waiting.append(write)
+                return false
+            }
+            if leadsNow { continuation.resume(returning: .lead([write])) }
+        }
+    }
+
+    /// Ends a group: `unfinished` (left over by a group that reached its bound) go back to the
+    /// front of the queue; the next group (at most `limit` writes, in the order they came) is
+    /// handed to its first write; then every write of `finished` but `leader` is resumed with its
+    /// result. Returns nothing: the leader reads its own result.
+    func finish(_ finished: [GroupedWrite], unfinished: [GroupedWrite], leader: GroupedWrite, limit: Int) {
+        let next = state.withLock { state -> [GroupedWrite] in
+            state.stats.groups += 1
+            state.stats.writes += finished.count
+            state.stats.largest = max(state.stats.largest, finished.count)
+            state.waiting.insert(contentsOf: unfinished, at: 0)
+            guard !state.waiting.isEmpty else {
+                state.busy = false
+                return []
+            }
+            let count = min(max(1, limit), state.waiting.count)
+            let next = Array(state.waiting.prefix(count))
+            state.waiting.removeFirst(count)
+            return next
+        }
+        if let first = next.first {
+            // Read under no lock: only the queue's owner (this leader) reaches a queued write's
+            // continuation, and it was set before the write was queued.
+            first.continuation?.resume(returning: .lead(next))
+        }
+        for write in finished where write !== leader {
+            write.continuation?.resume(returning: .done)
+        }
+    }
+
+    /// How many writes wait for the one under way.
+    package var waitingCount: Int { state.withLock { $0.waiting.count } }
+
+    /// What the groups committed so far held.
+    package var stats: GroupStats { state.withLock { $0.stats } }
+}
+
+extension CountdownStore {
+    /// How long a group's transaction takes new writes in, at most: what is left waits for the
+    /// next group, so that no transaction grows with the load and other processes get between.
+    static let groupTimeBound = Duration.milliseconds(50)
+
+    /// Runs `body` as ``writing(_:notifies:movesCheckpoint:expiryLimit:leavingExpiriesToHolder:_:)``
+    /// would, committed together with the writes of other callers that arrive while one is under
+    /// way (group commit; see ``WriteGroups``).
+    ///
+    /// Each write of a group runs in a savepoint of its own: a refusal fails that caller alone and
+    /// leaves nothing of its write, and every other caller gets exactly what it would have got
+    /// alone. Every caller gets its result once the group's transaction has committed. When the
+    /// transaction fails as a whole (the database, not a refusal), each write of the group runs
+    /// again in a transaction of its own, so that each caller gets its own outcome.
+    func groupedWriting<T: Sendable>(
+        _ operation: WriteOperation, notifies: Bool = true,
+        _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
+    ) async throws(CountdownError) -> T {
+        let write = GroupedWrite(operation, notifies: notifies) { tx, now in try body(tx, now) }
+        switch await groups.join(write) {
+        case .done:
+            break
+        case .lead(let group):
+            await commit(group)
+        }
+        guard let result = write.result else {
+            throw CountdownError(.storageFailure, "a grouped write ended without a result")
+        }
+        switch result {
+        case .success(let value):
+            guard let value = value as? T else { throw CountdownError(.storageFailure, "a grouped write returned \(type(of: value))") }
+            return value
+        case .failure(let error):
+            throw error
+        }
+    }
+
+    /// Commits `group` (led by its first write) and hands on: sets the result of every write it
+    /// committed, passes the next group to its leader and wakes the rest.
+    private func commit(_ group: [GroupedWrite]) async {
+        let leader = group[0]
+        var done = 0
+        if group.count == 1 {
+            await alone(leader)
+            done = 1
+        } else {
+            done = await together(group)
+        }
+        groups.finish(Array(group[..<done]), unfinished: Array(group[done...]), leader: leader, limit: engine.groupedWriteLimit)
+    }
+
+    /// One write in a transaction of its own, exactly as without grouping.
+    private func alone(_ write: GroupedWrite) async {
+        do {
+            let value = try await writing(write.operation, notifies: write.notifies) { tx, now in try write.body(tx, now) }
+            write.result = .success(value)
+        } catch {
+            write.result = .failure(error)
+        }
+    }
+
+    /// The writes of `group` in one transaction, each in a savepoint, as many as the time bound
+    /// lets in (the first always); returns how many were committed (or given their outcome).
+    private func together(_ group: [GroupedWrite]) async -> Int {
+        let metered = metrics.enabled
+        let limit = max(1, configuration.writeExpiryBatch)
+        while true {
+            let attempt: (results: [Result<any Sendable, CountdownError>], expired: Bool, tally: EventTally?)?
+            do {
+                attempt = try await translatingErrors(path: path) {
+                    do {
+                        return try await using.run { try await engine.write { engineTransaction in
+                            let meter = metered ? MeteredTransaction(engineTransaction) : nil
+                            let tx: any RepositoryWriting = meter ?? engineTransaction
+                            let (now, expired) = try self.advanceClocks(
+                                tx, movingCheckpoint: false, expiryLimit: limit, leavingToHolder: false)
+                            let bound = ContinuousClock.now + Self.groupTimeBound
+                            var results: [Result<any Sendable, CountdownError>] = []
+                            results.reserveCapacity(group.count)
+                            for write in group {
+                                if !results.isEmpty, ContinuousClock.now >= bound { break }
+                                do {
+                                    results.append(.success(try tx.savepoint { try write.body(tx, now) }))
+                                } catch let refusal as CountdownError {
+                                    results.append(.failure(refusal))
+                                }
+                            }
+                            return (results, !expired.isEmpty, meter?.tally)
+                        } }
+                    } catch is CheckpointBehindBacklog {
+                        return nil
+                    }
+                }
+            } catch {
+                // The transaction failed as a whole: each write runs by itself, for its own outcome.
+                for write in group { await alone(write) }
+                return group.count
+            }
+            guard let attempt else {
+                // The clocks could not move past expiries still to record: record them first.
+                do {
+                    while try await expireDueBatch() >= max(1, configuration.expiryBatchSize) {
+                        await leaveWritesToOthers()
+                    }
+                } catch {
+                    for write in group { await alone(write) }
+                    return group.count
+                }
+                continue
+            }
+            var changed = attempt.expired
+            var tally = attempt.tally
+            let now = ContinuousClock.now
+            for (write, result) in zip(group, attempt.results) {
+                write.result = result
+                guard case .success = result else { continue }
+                changed = changed || write.notifies
+                if metered {
+                    // The events the transaction appended are counted once, with its first write.
+                    metrics.committed(write.operation, duration: now - write.asked, tally: tally)
+                    tally = nil
+                }
+            }
+            if metered, let tally, !tally.entries.isEmpty {
+                // Every write refused, and the expiries the transaction recorded still count.
+                metrics.committed(group[0].operation, duration: now - group[0].asked, tally: tally)
+            }
+            if changed { changes.bump() }
+            return attempt.results.count
+        }
+    }
+}

@@ -1,0 +1,214 @@
+import Foundation
+import Testing
+
+@testable import CountdownStoreCore
+@testable import CountdownStoreSQLite
+
+/// Group commit: writes of single items that arrive while another write is under way commit
+/// together, each in a savepoint, each caller with exactly the outcome it would have had alone.
+///
+/// Serialized: a gate holds a write's transaction open on the engine's thread, which for SQLite is
+/// one of the few threads of Swift's cooperative pool.
+@Suite("Group commit", .serialized)
+struct GroupCommitTests {
+    /// A gate a write's body waits at (on the engine's thread), so that the others queue behind it.
+    final class Gate: @unchecked Sendable {
+        // `@unchecked Sendable`: a semaphore and a lock-guarded flag.
+        private let semaphore = DispatchSemaphore(value: 0)
+        private let entered = Locked(false)
+        func wait() {
+            entered.withLock { $0 = true }
+            _ = semaphore.wait(timeout: .now() + 60)
+        }
+        var isEntered: Bool { entered.withLock { $0 } }
+        func open() { semaphore.signal() }
+    }
+
+    /// Waits (at most 30 s) until `condition` holds.
+    static func until(_ what: String, _ condition: () -> Bool) async throws {
+        let end = ContinuousClock.now + .seconds(30)
+        while !condition() {
+            guard ContinuousClock.now < end else { throw TestFailure("\(what) did not happen within 30 s") }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    struct TestFailure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// What one caller asked for in the group, and what it must get.
+    enum Call: Sendable {
+        case start(String)
+        case startTaken(String)
+        case pauseUnknown(String)
+        case pause(String)
+        case cancelCancelled(String)
+    }
+
+    @Test("Writes queued behind one under way commit in one group; each refusal fails its caller alone and leaves nothing", arguments: TestEngine.all)
+    func queuedWritesCommitTogether(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let store = try await fixture.open()
+        try await store.start("taken-1", duration: .seconds(60))
+        try await store.start("taken-2", duration: .seconds(60))
+        try await store.start("running", duration: .seconds(60))
+        try await store.start("gone", duration: .seconds(60))
+        try await store.cancel("gone")
+        let eventsBefore = try await events(store).count
+        let statsBefore = store.groups.stats
+
+        // The first write holds its transaction open until every other caller has queued.
+        let gate = Gate()
+        let first = Task {
+            try await store.groupedWriting(.start) { tx, now in
+                gate.wait()
+                return 1
+            }
+        }
+        try await Self.until("the first write entering its transaction") { gate.isEntered }
+        var calls: [Call] = (0..<12).map { .start("new-\($0)") }
+        calls.insert(.startTaken("taken-1"), at: 3)
+        calls.insert(.pauseUnknown("nobody"), at: 6)
+        calls.insert(.pause("running"), at: 9)
+        calls.insert(.startTaken("taken-2"), at: 11)
+        calls.insert(.cancelCancelled("gone"), at: 14)
+        let outcomes = try await withThrowingTaskGroup(of: (Int, Result<Countdown, CountdownError>).self) { group in
+            for (index, call) in calls.enumerated() {
+                group.addTask {
+                    do throws(CountdownError) {
+                        switch call {
+                        case .start(let key), .startTaken(let key):
+                            return (index, .success(try await store.start(key, duration: .seconds(300), group: "g")))
+                        case .pauseUnknown(let key), .pause(let key):
+                            return (index, .success(try await store.pause(key)))
+                        case .cancelCancelled(let key):
+                            return (index, .success(try await store.cancel(key)))
+                        }
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            try await Self.until("every caller queued") { store.groups.waitingCount == calls.count }
+            gate.open()
+            var outcomes: [Int: Result<Countdown, CountdownError>] = [:]
+            for try await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+        #expect(try await first.value == 1)
+
+        // One group, unless the group's time bound (slow statements: a debug build, a server
+        // far away) left the rest for the next: in any case far fewer transactions than writes.
+        let stats = store.groups.stats
+        #expect(stats.writes - statsBefore.writes == calls.count + 1)
+        #expect(stats.largest > 1 && stats.groups - statsBefore.groups < calls.count / 2, "\(stats)")
+        if engine == .sqlite { #expect(stats.largest == calls.count, "\(stats)") }
+
+        for (index, call) in calls.enumerated() {
+            let outcome = try #require(outcomes[index])
+            switch call {
+            case .start(let key):
+                let started = try outcome.get()
+                #expect(started.key == key && started.state == .running && started.generation == 1)
+                #expect(try await store.countdown(key) == started, "what the caller got is what was stored")
+            case .startTaken(let key):
+                #expect(throws: CountdownError.self) { try outcome.get() }
+                if case .failure(let error) = outcome { #expect(error.code == .alreadyActive, "\(key): \(error)") }
+                #expect(try await store.countdown(key)?.duration == .seconds(60), "the active one is untouched")
+            case .pauseUnknown:
+                if case .failure(let error) = outcome { #expect(error.code == .notFound) } else { Issue.record("pausing an unknown key succeeded") }
+            case .pause(let key):
+                #expect(try outcome.get().state == .paused)
+                #expect(try await store.countdown(key)?.state == .paused)
+            case .cancelCancelled:
+                if case .failure(let error) = outcome { #expect(error.code == .wrongState) } else { Issue.record("cancelling twice succeeded") }
+            }
+        }
+        // One event per write that succeeded, none of the refusals.
+        let events = try await events(store).dropFirst(eventsBefore)
+        #expect(events.map(\.kind).sorted() == (Array(repeating: "started", count: 12) + ["paused"]).sorted())
+        #expect(Set(events.compactMap(\.key)) == Set((0..<12).map { "new-\($0)" } + ["running"]))
+        try await store.close()
+    }
+
+    @Test("A group whose transaction fails as a whole runs each write alone: the failing write fails, every other commits", arguments: TestEngine.all)
+    func failedGroupRunsEachAlone(engine: TestEngine) async throws {
+        struct Broken: Error {}
+        let fixture = try Fixture(engine: engine)
+        let store = try await fixture.open()
+        let gate = Gate()
+        let first = Task {
+            try await store.groupedWriting(.start) { _, _ in
+                gate.wait()
+                return 0
+            }
+        }
+        try await Self.until("the first write entering its transaction") { gate.isEntered }
+        let results = try await withThrowingTaskGroup(of: (String, Bool).self) { group in
+            for index in 0..<6 {
+                group.addTask {
+                    do {
+                        if index == 2 {
+                            // Not a refusal: an error of the engine's kind, which ends the transaction.
+                            _ = try await store.groupedWriting(.start) { _, _ -> Int in throw Broken() }
+                        } else {
+                            try await store.start("k\(index)", duration: .seconds(60))
+                        }
+                        return ("k\(index)", true)
+                    } catch {
+                        return ("k\(index)", false)
+                    }
+                }
+            }
+            try await Self.until("every caller queued") { store.groups.waitingCount == 6 }
+            gate.open()
+            var results: [String: Bool] = [:]
+            for try await (key, ok) in group { results[key] = ok }
+            return results
+        }
+        _ = try await first.value
+        #expect(results == ["k0": true, "k1": true, "k2": false, "k3": true, "k4": true, "k5": true])
+        for key in ["k0", "k1", "k3", "k4", "k5"] {
+            #expect(try await store.countdown(key)?.state == .running, "\(key)")
+            #expect(try await events(store, key: key).map(\.kind) == ["started"], "\(key) once")
+        }
+        try await store.close()
+    }
+
+    @Test("64 tasks starting one countdown each: every one stored once with its event, in fewer transactions than calls", arguments: TestEngine.all)
+    func manyTasks(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let store = try await fixture.open()
+        let before = store.groups.stats
+        let gate = Gate()
+        let first = Task { try await store.groupedWriting(.start) { _, _ in gate.wait(); return 0 } }
+        try await Self.until("the first write entering its transaction") { gate.isEntered }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<64 {
+                group.addTask {
+                    for index in 0..<5 { try await store.start("t\(task)-\(index)", duration: .seconds(600), group: "t\(task)") }
+                }
+            }
+            try await Self.until("the first calls queued") { store.groups.waitingCount == 64 }
+            gate.open()
+            try await group.waitForAll()
+        }
+        _ = try await first.value
+        let stats = store.groups.stats
+        #expect(stats.writes - before.writes == 64 * 5 + 1)
+        #expect(stats.groups - before.groups < 64 * 5, "\(stats)")
+        #expect(stats.largest <= store.engine.groupedWriteLimit)
+        #expect(try await store.list(.all, limit: 1000).count == 64 * 5)
+        let events = try await events(store)
+        #expect(events.filter { $0.kind == "started" }.count == 64 * 5)
+        #expect(Set(events.compactMap(\.key)).count == 64 * 5)
+        // One task's calls keep their order: its keys' events come in the order it made them.
+        for task in 0..<64 {
+            let keys = events.compactMap(\.key).filter { $0.hasPrefix("t\(task)-") }
+            #expect(keys == (0..<5).map { "t\(task)-\($0)" }, "task \(task)")
+        }
+        try await store.close()
+    }
+}
