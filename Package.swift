@@ -116,7 +116,7 @@ let package = Package(
         // A process the reliability suites start, stop and kill.
         .executableTarget(
             name: "CountdownTortureHelper",
-            dependencies: ["CountdownStore", "CSQLiteTestVFS", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["CountdownStore", "CountdownStoreCore", "CSQLiteTestVFS", .product(name: "GRDB", package: "GRDB.swift")],
             path: "Tests/Helpers/CountdownTortureHelper"
         ),
         // An SQLite VFS for the helper: simulated power loss, and a kill in the middle of a checkpoint.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CountdownStore
 import Foundation
 
 /// `swift run -c release CountdownBenchmarks [--quick] [--json PATH] [--only NAME] [--postgres-url URL] [--plot PATH]`
@@ -130,6 +131,15 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
         try await add("bulk") { [try await benchmarks.bulkStart()] }
         try await add("single") { [try await benchmarks.singleStart()] }
         try await add("single full") { [try await benchmarks.singleStart(durability: .full)] }
+        // Group commit: many tasks, one call each.
+        for durability in [CountdownStore.Durability.normal, .full] {
+            for tasks in Benchmarks.taskCounts {
+                try await add("tasks \(tasks) \(durability == .full ? "full" : "normal")") {
+                    [try await benchmarks.concurrentStarts(tasks: tasks, durability: durability)]
+                }
+            }
+        }
+        try await add("lone caller") { try await benchmarks.loneLatency() }
         let needsLarge = ["next", "soonest", "expiring", "open", "idle"].contains(where: wanted)
         if needsLarge {
             log("· building a store of \(benchmarks.sizes.stored) items…")

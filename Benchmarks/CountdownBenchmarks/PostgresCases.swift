@@ -9,7 +9,6 @@ struct PostgresSizes {
     var single: Int
     var bulk: Int
     var concurrent: Int
-    var tasks: Int
     var stored: Int
     var lookups: Int
     var soonest: Int
@@ -22,10 +21,10 @@ struct PostgresSizes {
     var mass: Int
 
     static let full = PostgresSizes(
-        single: 2_000, bulk: 20_000, concurrent: 4_000, tasks: 16, stored: 1_000_000, lookups: 2_000, soonest: 500,
+        single: 2_000, bulk: 20_000, concurrent: 4_000, stored: 1_000_000, lookups: 2_000, soonest: 500,
         expiring: 10_000, rounds: 5, crossHost: 200, crossHostPolling: 40, mass: 100_000)
     static let quick = PostgresSizes(
-        single: 100, bulk: 500, concurrent: 320, tasks: 16, stored: 10_000, lookups: 200, soonest: 20, expiring: 200,
+        single: 100, bulk: 500, concurrent: 320, stored: 10_000, lookups: 200, soonest: 20, expiring: 200,
         rounds: 1, crossHost: 10, crossHostPolling: 3, mass: 1_000)
 }
 
@@ -107,7 +106,9 @@ struct PostgresBenchmarks {
     ) async throws {
         try await add("postgres single") { [try await singleStart()] }
         try await add("postgres bulk") { [try await bulkStart()] }
-        try await add("postgres concurrent") { [try await concurrentStart()] }
+        for tasks in [1, 4, 16, 64] {
+            try await add("postgres concurrent \(tasks)") { [try await concurrentStart(tasks: tasks)] }
+        }
         try await add("postgres cross-host") {
             try await crossHost(wakeUps: .notifications, count: sizes.crossHost, p50: 10, p99: 50)
                 + (try await crossHost(wakeUps: .pollOnly, count: sizes.crossHostPolling, p50: 1100, p99: 1100))
@@ -297,12 +298,12 @@ struct PostgresBenchmarks {
             target: .atLeastRatio(0.7))
     }
 
-    /// `sizes.tasks` tasks start countdowns at once, each one per transaction: on one store for
-    /// ours, on the raw client's pool for raw. Neither side's writers wait for one another, so
-    /// their commits share the server's flushes.
-    func concurrentStart() async throws -> Figure {
+    /// `tasks` tasks start countdowns at once, one call each: on one store for ours (its group
+    /// commit takes the calls that arrive together into one transaction), on the raw client's
+    /// pool for raw (one transaction per call, side by side on the pool's connections, sharing
+    /// the server's flushes).
+    func concurrentStart(tasks: Int) async throws -> Figure {
         let count = sizes.concurrent
-        let tasks = sizes.tasks
         let logger = self.logger
         var round = 0
         let (oursRate, rawRate) = try await alternating(rounds: sizes.rounds) {
@@ -347,8 +348,8 @@ struct PostgresBenchmarks {
                 })
         }
         return Figure(
-            name: "PostgreSQL: \(tasks) tasks starting at once, one store", n: count, ours: oursRate, raw: rawRate,
-            unit: "commits/s", target: .atLeastRatio(0.5))
+            name: "PostgreSQL: \(tasks) tasks starting one call each, one store", n: count, ours: oursRate, raw: rawRate,
+            unit: "starts/s", target: tasks == 64 ? .atLeastRatio(2) : tasks == 1 ? .atLeastRatio(0.7) : .unjudged)
     }
 
     // MARK: - The large store

@@ -1,5 +1,6 @@
 @_spi(Testing) import CountdownStoreSQLite
 import CountdownStore
+import CountdownStoreCore
 import CSQLiteTestVFS
 import Foundation
 
@@ -17,6 +18,9 @@ import Darwin
 //                       ("ack N KEY refused CODE" when refused, "ack N KEY removed"),
 //                       "delivered EVENT_ID KEY GEN" for each expiry the consumer gets, and
 //                       "checkpoint begin" / "checkpoint end" around each WAL checkpoint
+//   groupcrash DB TAG   16 tasks starting countdowns TAG-tTASK-INDEX one call each (group commit),
+//                       pausing every third: "ack KEY" / "paused KEY" once each call returned,
+//                       "largest N" (the largest group so far) every 100 starts
 //   drain DB            expire what is due and deliver every pending expiry, then exit
 //   fill DB             start countdowns with 4 KiB payloads until a write fails:
 //                       "committed N" after each, then "error CODE message"
@@ -88,6 +92,7 @@ enum Helper {
         do {
             switch mode {
             case "crash": try await crash(path, seed: UInt64(arguments.count > 2 ? arguments[2] : "1") ?? 1)
+            case "groupcrash": try await groupCrash(path, tag: arguments.count > 2 ? arguments[2] : "c")
             case "drain": try await drain(path)
             case "fill": try await fill(path)
             case "write": try await write(path, prefix: arguments[2], count: Int(arguments[3]) ?? 100)
@@ -214,6 +219,36 @@ enum Helper {
                 say("error \(error.code.name) \(error.message)")
                 exit(3)
             }
+        }
+    }
+
+    /// 16 tasks start countdowns one call each (keys `TAG-tTASK-INDEX`), so that the store's
+    /// group commit takes them into shared transactions, and pause every third; each
+    /// acknowledgement is printed once the call returned. Runs until killed; every 100 starts it
+    /// prints the largest group committed so far.
+    static func groupCrash(_ path: String, tag: String) async throws {
+        let store = try CountdownStore(path: path)
+        let acknowledged = Locked(0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<16 {
+                group.addTask {
+                    for index in 0... {
+                        let key = "\(tag)-t\(task)-\(index)"
+                        try await store.start(key, duration: .seconds(3600), group: tag, payload: .text("p\(index)"))
+                        say("ack \(key)")
+                        if index % 3 == 0 {
+                            try await store.pause(key)
+                            say("paused \(key)")
+                        }
+                        let count = acknowledged.withLock { count -> Int in
+                            count += 1
+                            return count
+                        }
+                        if count % 100 == 0 { say("largest \(store.groups.stats.largest)") }
+                    }
+                }
+            }
+            try await group.waitForAll()
         }
     }
 
