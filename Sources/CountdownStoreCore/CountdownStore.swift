@@ -29,7 +29,7 @@ public final class CountdownStore: Sendable {
     /// Bumped after every committed write of this instance that changed items or events.
     let changes = ChangeSignal()
     /// The writes of single items waiting for the one under way, to commit together (group commit).
-    package let groups = WriteGroups()
+    package let groups: WriteGroups
     /// What this instance keeps in memory: the clocks it handed out, the lease, its readers.
     let state = Locked(MemoryState())
     /// What the store reports through swift-metrics.
@@ -60,6 +60,7 @@ public final class CountdownStore: Sendable {
         self.path = path
         self.configuration = configuration
         self.metrics = StoreMetrics(configuration.metrics)
+        self.groups = WriteGroups(concurrency: engine.concurrentWriteGroups)
         self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
     }

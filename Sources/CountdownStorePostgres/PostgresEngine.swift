@@ -65,6 +65,10 @@ struct PostgresEngine: StorageEngine {
     /// at most 64 of them in shared memory (`PGPROC_MAX_CACHED_SUBXIDS`); past that, every
     /// other session's snapshot looks in `pg_subtrans` while the group's transaction runs.
     var groupedWriteLimit: Int { 64 }
+    /// 8: each group holds a connection of the pool while it runs, and the server commits groups
+    /// side by side (sharing its WAL flushes), as it would single writes; eight leave most of a
+    /// pool (postgres-nio's default holds 20) to readers, the ticker and LISTEN.
+    var concurrentWriteGroups: Int { 8 }
 
     // MARK: Transactions
 

@@ -437,14 +437,31 @@ struct SQLiteTransaction: RepositoryWriting {
 
     // MARK: Writing
 
+    /// A savepoint from statements prepared once per connection: a group commit opens one per
+    /// write, where GRDB's `inSavepoint` would prepare two statements each time. Nested savepoints
+    /// share the name; SQLite releases and rolls back the innermost of that name.
     func savepoint<T>(_ body: () throws -> T) throws -> T {
-        var value: T?
-        try db.inSavepoint {
-            value = try body()
-            return .commit
+        guard db.isInsideTransaction else {
+            var value: T?
+            try db.inSavepoint {
+                value = try body()
+                return .commit
+            }
+            guard let value else { throw CountdownError(.storageFailure, "a savepoint ended without a value") }
+            return value
         }
-        guard let value else { throw CountdownError(.storageFailure, "a savepoint ended without a value") }
-        return value
+        try db.cachedStatement(sql: "SAVEPOINT countdown_write").execute()
+        do {
+            let value = try body()
+            try db.cachedStatement(sql: "RELEASE SAVEPOINT countdown_write").execute()
+            return value
+        } catch {
+            if db.isInsideTransaction {
+                try? db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT countdown_write").execute()
+                try? db.cachedStatement(sql: "RELEASE SAVEPOINT countdown_write").execute()
+            }
+            throw error
+        }
     }
 
     func save(_ checkpoint: Checkpoint, creating: Bool) throws {

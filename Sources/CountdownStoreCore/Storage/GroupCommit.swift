@@ -32,14 +32,16 @@ final class GroupedWrite: @unchecked Sendable {
 enum GroupRole: Sendable {
     /// Its write has its result.
     case done
-    /// It leads these writes (its own first) in the next transaction.
-    case lead([GroupedWrite])
+    /// It leads these writes (its own first) in the next transaction; `siblings` callers of the
+    /// group before were just answered, and may be about to write again.
+    case lead([GroupedWrite], siblings: Int)
 }
 
 /// The writes waiting for the one under way, and whether one is.
 package final class WriteGroups: Sendable {
     private struct State {
-        var busy = false
+        /// Groups under way.
+        var running = 0
         var waiting: [GroupedWrite] = []
         var stats = GroupStats()
     }
@@ -55,28 +57,36 @@ package final class WriteGroups: Sendable {
     }
 
     private let state = Locked(State())
+    /// How many groups may run side by side: 1 where writers take turns anyway (SQLite), more
+    /// where each runs on a connection of its own and the server commits them side by side.
+    private let concurrency: Int
 
-    /// Either makes `write` the leader of a group of its own at once (nothing was under way), or
-    /// queues it and waits to be told its result or to lead the next group.
+    init(concurrency: Int = 1) {
+        self.concurrency = max(1, concurrency)
+    }
+
+    /// Either makes `write` the leader of a group of its own at once (fewer groups than allowed
+    /// were under way), or queues it and waits to be told its result or to lead the next group.
     func join(_ write: GroupedWrite) async -> GroupRole {
+        let concurrency = self.concurrency
         let leads = state.withLock { state -> Bool in
-            guard !state.busy else { return false }
-            state.busy = true
+            guard state.running < concurrency else { return false }
+            state.running += 1
             return true
         }
-        if leads { return .lead([write]) }
+        if leads { return .lead([write], siblings: 0) }
         return await withCheckedContinuation { (continuation: CheckedContinuation<GroupRole, Never>) in
             let leadsNow = state.withLock { state -> Bool in
-                // The one under way may have ended between the two looks.
-                guard state.busy else {
-                    state.busy = true
+                // A group may have ended between the two looks.
+                guard state.running >= concurrency else {
+                    state.running += 1
                     return true
                 }
                 write.continuation = continuation
                 state.waiting.append(write)
                 return false
             }
-            if leadsNow { continuation.resume(returning: .lead([write])) }
+            if leadsNow { continuation.resume(returning: .lead([write], siblings: 0)) }
         }
     }
 
@@ -91,7 +101,7 @@ package final class WriteGroups: Sendable {
             state.stats.largest = max(state.stats.largest, finished.count)
             state.waiting.insert(contentsOf: unfinished, at: 0)
             guard !state.waiting.isEmpty else {
-                state.busy = false
+                state.running -= 1
                 return []
             }
             let count = min(max(1, limit), state.waiting.count)
@@ -102,10 +112,20 @@ package final class WriteGroups: Sendable {
         if let first = next.first {
             // Read under no lock: only the queue's owner (this leader) reaches a queued write's
             // continuation, and it was set before the write was queued.
-            first.continuation?.resume(returning: .lead(next))
+            first.continuation?.resume(returning: .lead(next, siblings: finished.count - 1))
         }
         for write in finished where write !== leader {
             write.continuation?.resume(returning: .done)
+        }
+    }
+
+    /// Takes up to `count` more of the writes waiting, in the order they came, for the group
+    /// about to begin.
+    func take(upTo count: Int) -> [GroupedWrite] {
+        state.withLock { state in
+            let taken = Array(state.waiting.prefix(max(0, count)))
+            state.waiting.removeFirst(taken.count)
+            return taken
         }
     }
 
@@ -138,7 +158,22 @@ extension CountdownStore {
         switch await groups.join(write) {
         case .done:
             break
-        case .lead(let group):
+        case .lead(var group, let siblings):
+            if siblings > 0 {
+                // PostgreSQL's `commit_delay` with `commit_siblings`, without a timer: the callers
+                // the last group just answered are running again, and most are about to write.
+                // Let them come (each yield lets the tasks ready to run go first; at most 8, and
+                // no more once nobody new came) and take them into this group rather than leave
+                // them a group of their own, one commit each. A lone caller never waits here.
+                var seen = -1
+                for _ in 0..<8 {
+                    let waiting = groups.waitingCount
+                    if group.count + waiting > siblings || waiting == seen { break }
+                    seen = waiting
+                    await Task.yield()
+                }
+                group += groups.take(upTo: engine.groupedWriteLimit - group.count)
+            }
             await commit(group)
         }
         guard let result = write.result else {

@@ -54,6 +54,9 @@ package protocol StorageEngine: CountdownRepository {
     func leaveWritesToOthers(for pause: Duration) async
     /// The most writes one group commit takes into its transaction, each in a savepoint.
     var groupedWriteLimit: Int { get }
+    /// How many group commits may run side by side: 1 where the database lets one writer in at a
+    /// time anyway; more where each runs on a connection of its own.
+    var concurrentWriteGroups: Int { get }
 }
 
 extension StorageEngine {
@@ -67,6 +70,8 @@ extension StorageEngine {
     /// 256: a group's transaction stays short beside other processes, and no bigger than a
     /// bulk start's batches.
     package var groupedWriteLimit: Int { 256 }
+    /// 1: one writer at a time.
+    package var concurrentWriteGroups: Int { 1 }
     package func clockReading(_ local: ClockReading) -> ClockReading { local }
     package func abandonWaits() {}
 }
