@@ -43,10 +43,10 @@ extension CountdownStore {
     /// Folds the write-ahead log back into the database file and truncates it
     /// (`PRAGMA wal_checkpoint(TRUNCATE)`), waiting within the busy timeout for other writers.
     ///
-    /// A store on its own file does this itself (its ticker's checkpointer, and ``close()``). A
-    /// host that shares its GRDB database with the store may call it at its own shutdown, after
-    /// its last write and after ``close()`` (which writes the lease), so that the file alone holds
-    /// everything: on a shared database it is the one method that still works after ``close()``.
+    /// A store on its own file does this itself (its ticker's checkpointer; and SQLite, when the
+    /// last connection to the file closes). A host that shares its GRDB database with the store
+    /// may call it at its own shutdown, after its last write and after ``close()`` (which writes
+    /// the lease), so that the file alone holds everything: on a shared database it is the one method that still works after ``close()``.
     /// Readers in other processes may keep part of the log in use; it is then left for a later
     /// checkpoint, just as durable.
     ///

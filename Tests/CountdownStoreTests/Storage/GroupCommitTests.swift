@@ -13,15 +13,33 @@ import Testing
 struct GroupCommitTests {
     /// A gate a write's body waits at (on the engine's thread), so that the others queue behind it.
     final class Gate: @unchecked Sendable {
-        // `@unchecked Sendable`: a semaphore and a lock-guarded flag.
+        // `@unchecked Sendable`: a semaphore and a lock-guarded count.
         private let semaphore = DispatchSemaphore(value: 0)
-        private let entered = Locked(false)
+        private let entered = Locked(0)
+        private let expected: Int
+        init(_ expected: Int = 1) { self.expected = expected }
         func wait() {
-            entered.withLock { $0 = true }
+            entered.withLock { $0 += 1 }
             _ = semaphore.wait(timeout: .now() + 60)
         }
-        var isEntered: Bool { entered.withLock { $0 } }
-        func open() { semaphore.signal() }
+        var isEntered: Bool { entered.withLock { $0 } >= expected }
+        func open() { for _ in 0..<expected { semaphore.signal() } }
+    }
+
+    /// Holds every group the store may run side by side (one on SQLite) in its transaction until
+    /// the gate opens, so that every write called meanwhile queues.
+    static func holdEveryGroup(_ store: CountdownStore) async throws -> (Gate, [Task<Int, any Error>]) {
+        let gate = Gate(store.engine.concurrentWriteGroups)
+        let held = (0..<store.engine.concurrentWriteGroups).map { _ in
+            Task {
+                try await store.groupedWriting(.start) { _, _ in
+                    gate.wait()
+                    return 1
+                }
+            }
+        }
+        try await until("every group under way entering its transaction") { gate.isEntered }
+        return (gate, held)
     }
 
     /// Waits (at most 30 s) until `condition` holds.
@@ -59,15 +77,8 @@ struct GroupCommitTests {
         let eventsBefore = try await events(store).count
         let statsBefore = store.groups.stats
 
-        // The first write holds its transaction open until every other caller has queued.
-        let gate = Gate()
-        let first = Task {
-            try await store.groupedWriting(.start) { tx, now in
-                gate.wait()
-                return 1
-            }
-        }
-        try await Self.until("the first write entering its transaction") { gate.isEntered }
+        // The groups under way hold their transactions open until every other caller has queued.
+        let (gate, held) = try await Self.holdEveryGroup(store)
         var calls: [Call] = (0..<12).map { .start("new-\($0)") }
         calls.insert(.startTaken("taken-1"), at: 3)
         calls.insert(.pauseUnknown("nobody"), at: 6)
@@ -97,13 +108,14 @@ struct GroupCommitTests {
             for try await (index, outcome) in group { outcomes[index] = outcome }
             return outcomes
         }
-        #expect(try await first.value == 1)
+        for task in held { #expect(try await task.value == 1) }
 
         // One group, unless the group's time bound (slow statements: a debug build, a server
         // far away) left the rest for the next: in any case far fewer transactions than writes.
         let stats = store.groups.stats
-        #expect(stats.writes - statsBefore.writes == calls.count + 1)
-        #expect(stats.largest > 1 && stats.groups - statsBefore.groups < calls.count / 2, "\(stats)")
+        let heldCount = held.count
+        #expect(stats.writes - statsBefore.writes == calls.count + heldCount)
+        #expect(stats.largest > 1 && stats.groups - statsBefore.groups < heldCount + calls.count / 2, "\(stats)")
         if engine == .sqlite { #expect(stats.largest == calls.count, "\(stats)") }
 
         for (index, call) in calls.enumerated() {
@@ -138,14 +150,7 @@ struct GroupCommitTests {
         struct Broken: Error {}
         let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
-        let gate = Gate()
-        let first = Task {
-            try await store.groupedWriting(.start) { _, _ in
-                gate.wait()
-                return 0
-            }
-        }
-        try await Self.until("the first write entering its transaction") { gate.isEntered }
+        let (gate, held) = try await Self.holdEveryGroup(store)
         let results = try await withThrowingTaskGroup(of: (String, Bool).self) { group in
             for index in 0..<6 {
                 group.addTask {
@@ -168,7 +173,7 @@ struct GroupCommitTests {
             for try await (key, ok) in group { results[key] = ok }
             return results
         }
-        _ = try await first.value
+        for task in held { _ = try await task.value }
         #expect(results == ["k0": true, "k1": true, "k2": false, "k3": true, "k4": true, "k5": true])
         for key in ["k0", "k1", "k3", "k4", "k5"] {
             #expect(try await store.countdown(key)?.state == .running, "\(key)")
@@ -182,9 +187,7 @@ struct GroupCommitTests {
         let fixture = try Fixture(engine: engine)
         let store = try await fixture.open()
         let before = store.groups.stats
-        let gate = Gate()
-        let first = Task { try await store.groupedWriting(.start) { _, _ in gate.wait(); return 0 } }
-        try await Self.until("the first write entering its transaction") { gate.isEntered }
+        let (gate, held) = try await Self.holdEveryGroup(store)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for task in 0..<64 {
                 group.addTask {
@@ -195,9 +198,9 @@ struct GroupCommitTests {
             gate.open()
             try await group.waitForAll()
         }
-        _ = try await first.value
+        for task in held { _ = try await task.value }
         let stats = store.groups.stats
-        #expect(stats.writes - before.writes == 64 * 5 + 1)
+        #expect(stats.writes - before.writes == 64 * 5 + held.count)
         #expect(stats.groups - before.groups < 64 * 5, "\(stats)")
         #expect(stats.largest <= store.engine.groupedWriteLimit)
         #expect(try await store.list(.all, limit: 1000).count == 64 * 5)
