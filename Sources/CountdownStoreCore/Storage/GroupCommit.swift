@@ -174,7 +174,14 @@ extension CountdownStore {
                 }
                 group += groups.take(upTo: engine.groupedWriteLimit - group.count)
             }
-            await commit(group)
+            if group.count == 1 {
+                await commit(group)
+            } else {
+                // In a task of its own, which the leader's cancellation does not reach: a request
+                // handler whose client went away must not fail the other callers' writes.
+                let store = self
+                await Task { await store.commit(group) }.value
+            }
         }
         guard let result = write.result else {
             throw CountdownError(.storageFailure, "a grouped write ended without a result")

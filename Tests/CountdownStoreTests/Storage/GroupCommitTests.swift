@@ -182,6 +182,27 @@ struct GroupCommitTests {
         try await store.close()
     }
 
+    @Test("A cancelled caller that leads a group fails no other caller's write", arguments: TestEngine.all)
+    func cancelledLeaderFailsNobodyElse(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let store = try await fixture.open()
+        let (gate, held) = try await Self.holdEveryGroup(store)
+        // The first to queue leads the next group; its task is cancelled before that group runs.
+        let leader = Task { try await store.start("leader", duration: .seconds(60)) }
+        try await Self.until("the leader queued") { store.groups.waitingCount == 1 }
+        let others = (0..<8).map { index in Task { try await store.start("other-\(index)", duration: .seconds(60)) } }
+        try await Self.until("every caller queued") { store.groups.waitingCount == 9 }
+        leader.cancel()
+        gate.open()
+        for task in held { _ = try await task.value }
+        _ = await leader.result  // its own write may fail or not: it was cancelled
+        for (index, task) in others.enumerated() {
+            #expect(try await task.value.key == "other-\(index)")
+            #expect(try await store.countdown("other-\(index)")?.state == .running)
+        }
+        try await store.close()
+    }
+
     @Test("64 tasks starting one countdown each: every one stored once with its event, in fewer transactions than calls", arguments: TestEngine.all)
     func manyTasks(engine: TestEngine) async throws {
         let fixture = try Fixture(engine: engine)
