@@ -42,7 +42,7 @@ struct Sizes {
 
 /// Every benchmark, each writing into its own files under `folder`.
 struct Benchmarks {
-    let sizes: Sizes
+    var sizes: Sizes
     let folder: URL
     let log: @Sendable (String) -> Void
 
@@ -61,8 +61,8 @@ struct Benchmarks {
 
     /// Whether `name` is a file an earlier case made (the large store is kept for the next run).
     static func isCaseFile(_ name: String) -> Bool {
-        let stores = ["bulk-", "single-", "expire-", "lateness", "ticks", "mass-", "catch-up-", "prune-", "crowd-"]
-        let logs = ["writer-", "reader-", "run-", "crowd-"]
+        let stores = ["bulk-", "single-", "expire-", "lateness", "ticks", "mass-", "catch-up-", "prune-", "crowd-", "curve-"]
+        let logs = ["writer-", "reader-", "write-", "read-", "tool-", "run-", "crowd-"]
         let isStore = [".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal"].contains { name.hasSuffix($0) }
         if isStore { return stores.contains { name.hasPrefix($0) } }
         return name.hasSuffix(".log") && logs.contains { name.hasPrefix($0) }

@@ -45,6 +45,14 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
     @Option(name: .customLong("mass-size"), help: "Countdowns due at one instant in the mass-expiry case, instead of its sizes (repeatable).")
     var massSizes: [Int] = []
 
+    @Option(
+        name: .customLong("curve-size"),
+        help: "Store sizes of the cost curve (repeatable; default 10,000, 100,000, 1,000,000 and 10,000,000). The curve runs with --only curve (and in --quick, at 2,000 and 10,000).")
+    var curveSizes: [Int] = []
+
+    @Option(help: "Where the cost curve writes its plot, an SVG file (default: Benchmarks/cost-curve.svg in the package).")
+    var curvePlot: String?
+
     @Option(name: .customLong("mass-batch"), help: "Rows per transaction of the raw side of the mass cases.")
     var massBatch = 1_000
 
@@ -154,6 +162,11 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
         try await add("mass expiry") { try await benchmarks.massExpiry(try massSettings()) }
         try await add("mass catch-up") { try await benchmarks.massCatchUp(try massSettings()) }
         try await add("mass prune") { try await benchmarks.massPrune(try massSettings()) }
+        // The cost curve, in its long form only when asked by name (it builds a store of ten million).
+        if quick || only.contains(where: { "curve".contains($0) || $0.contains("curve") }) {
+            let curveSizes = self.curveSizes.isEmpty ? (quick ? [2_000, 10_000] : [10_000, 100_000, 1_000_000, 10_000_000]) : self.curveSizes
+            try await add("curve") { try await benchmarks.costCurve(sizes: curveSizes, mass: massSettings) }
+        }
         // `countdown serve` beside event streams that never read and clients that never finish.
         try await add("serve crowd") { try await benchmarks.serveCrowd(tool: try MassSettings.tool()) }
         let postgresSkipped = try await PostgresBenchmarks.measure(
@@ -166,6 +179,11 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
             let path = plot ?? MassPlot.defaultPath
             try Data(svg.utf8).write(to: URL(fileURLWithPath: path))
             print("the mass-expiry plot: \(path)")
+        }
+        if let svg = CurvePlot.svg(figures) {
+            let path = curvePlot ?? CurvePlot.defaultPath
+            try Data(svg.utf8).write(to: URL(fileURLWithPath: path))
+            print("the cost-curve plot: \(path)")
         }
         if let json {
             try Report.json(figures).write(to: URL(fileURLWithPath: json))

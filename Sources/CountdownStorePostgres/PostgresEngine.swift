@@ -237,7 +237,7 @@ struct PostgresEngine: StorageEngine {
         try await transaction(writing: false) { tx in try PostgresMigrator.applied(tx) }
     }
 
-    func integrityCheck() async throws -> [String] {
+    func integrityCheck(quick: Bool) async throws -> [String] {
         try await transaction(writing: false) { tx in try PostgresMigrator.integrityProblems(tx) }
     }
 

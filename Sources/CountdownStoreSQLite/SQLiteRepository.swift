@@ -77,8 +77,8 @@ struct SQLiteRepository: StorageEngine {
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
 
-    func integrityCheck() async throws -> [String] {
-        try await writer.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
+    func integrityCheck(quick: Bool) async throws -> [String] {
+        try await writer.read { db in try String.fetchAll(db, sql: quick ? "PRAGMA quick_check" : "PRAGMA integrity_check") }
     }
 
     func checkpointLog() async throws -> Bool {

@@ -75,6 +75,7 @@ struct OutputOptions: ParsableArguments {
 
 extension CountdownPolicy: ExpressibleByArgument {}
 extension StateFilter: ExpressibleByArgument {}
+extension IntegrityCheck: ExpressibleByArgument {}
 
 /// Runs `body` with the store open, closing it afterwards whatever happens.
 func withStore<T>(

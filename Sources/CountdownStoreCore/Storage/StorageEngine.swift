@@ -29,8 +29,9 @@ package protocol StorageEngine: CountdownRepository {
     func appliedMigrations() async throws -> [String]
     /// The migrations this build knows, in order.
     var knownMigrations: [String] { get }
-    /// The engine's own integrity check: `["ok"]` when the database is sound.
-    func integrityCheck() async throws -> [String]
+    /// The engine's own integrity check: `["ok"]` when the database is sound. `quick`: a faster
+    /// form where the engine has one (SQLite's `quick_check`).
+    func integrityCheck(quick: Bool) async throws -> [String]
     /// Folds the write-ahead log into the database and truncates it; whether all of it was.
     func checkpointLog() async throws -> Bool
     /// Closes what the store opened itself, after folding its log in; leaves a host's database open.

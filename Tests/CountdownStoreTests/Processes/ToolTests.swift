@@ -171,7 +171,15 @@ struct ToolTests {
         #expect(doctor["ok"] as? Bool == true)
         #expect((doctor["clock"] as? [String: Any])?["calibration_offset_ms"] as? Int != 0)
         #expect((doctor["integrity"] as? [String]) == ["ok"])
-        #expect(try countdown(["doctor"]).stdout.contains("calibration"))
+        #expect(doctor["integrity_check"] as? String == "full" && (doctor["integrity_ms"] as? Int ?? -1) >= 0)
+        let doctorText = try countdown(["doctor"]).stdout
+        #expect(doctorText.contains("calibration") && doctorText.contains("ok (full check, "), "\(doctorText)")
+        let quick = try #require(try countdown(["doctor", "--integrity", "quick", "--json"]).json)
+        #expect(quick["integrity_check"] as? String == "quick" && (quick["integrity"] as? [String]) == ["ok"])
+        let skipped = try countdown(["doctor", "--integrity", "skip"])
+        #expect(skipped.status == 0 && skipped.stdout.contains("not checked (--integrity skip)"), "\(skipped.stdout)")
+        let unknown = try countdown(["doctor", "--integrity", "thorough"])
+        #expect(unknown.status == 64 && unknown.stderr.contains("thorough"), "\(unknown.stderr)")
         let watched = try countdown(["watch"])
         #expect(watched.status == 0 && watched.stdout.contains("[") && watched.stdout.split(separator: "\n").count == 4)
     }
