@@ -104,7 +104,9 @@ extension CountdownStore {
     ) async throws(CountdownError) -> Countdown {
         let request = try ValidRequest(
             .countdown(key, duration: duration, group: group, policy: policy, payload: payload))
-        return try await groupedWriting(.start) { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
+        return try await groupedWriting(.start, start: Self.groupedStart(request)) { tx, time in
+            try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true)
+        }
     }
 
     /// Starts a countdown that reaches zero at `deadline` on the store wall clock (which follows
@@ -139,7 +141,9 @@ extension CountdownStore {
         whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
         let request = try ValidRequest(.stopwatch(key, group: group, policy: policy, payload: payload))
-        return try await groupedWriting(.start) { tx, time in try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true) }
+        return try await groupedWriting(.start, start: Self.groupedStart(request)) { tx, time in
+            try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true)
+        }
     }
 
     /// Starts many items in one transaction: all of them, or none when any input is refused.
@@ -168,18 +172,33 @@ extension CountdownStore {
         }
     }
 
+    /// The item `request` starts at `time`, before it is inserted (generation 1, no id yet).
+    private static func newItem(_ request: ValidRequest, _ time: Now) -> ItemRecord {
+        ItemRecord(
+            key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,
+            policy: request.policy, durationMs: request.durationMs, payload: request.payload, generation: 1, at: time)
+    }
+
+    /// The event of a new key's start, once inserted.
+    private static func startedEvent(_ inserted: ItemRecord, _ time: Now) -> EventRecord {
+        EventRecord(
+            inserted.kind == .stopwatch ? .stopwatchStarted : .started, item: inserted, at: time,
+            detail: inserted.durationMs.map { ["duration_ms": $0] })
+    }
+
+    /// How a group commit inserts `request` with the group's other new keys.
+    private static func groupedStart(_ request: ValidRequest) -> GroupedStart {
+        GroupedStart(key: request.key, item: { time in newItem(request, time) }, event: { item, time in startedEvent(item, time) })
+    }
+
     private static func start(
         _ request: ValidRequest, whenActive: WhenActive, _ tx: any RepositoryWriting, _ time: Now, lastWrite: Bool
     ) throws -> Countdown {
-        var item = ItemRecord(
-            key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,
-            policy: request.policy, durationMs: request.durationMs, payload: request.payload, generation: 1, at: time)
+        var item = newItem(request, time)
         let detail = item.durationMs.map { ["duration_ms": $0] }
         // A new key (the common case) is one statement with its event where the engine can;
         // a removed key's generations never repeat.
-        let inserted = try tx.insertNew(&item, lastWrite: lastWrite) { inserted in
-            EventRecord(inserted.kind == .stopwatch ? .stopwatchStarted : .started, item: inserted, at: time, detail: detail)
-        }
+        let inserted = try tx.insertNew(&item, lastWrite: lastWrite) { inserted in startedEvent(inserted, time) }
         if inserted { return item.countdown(at: time) }
         guard let existing = try settled(tx.item(key: request.key), tx, time) else {
             throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")

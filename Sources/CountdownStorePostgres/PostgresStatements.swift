@@ -27,8 +27,33 @@ struct PostgresStatements: Sendable {
     static let eventColumns = "kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
     static let eventTypes = ["text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bytea", "text", "int"]
 
+    private let insertColumns: String
+    private let insertTypes: [String]
+
+    /// ``insertNew`` for `count` items in one statement, each item's values in turn; it returns
+    /// the `id`, `generation` and `key` of each item inserted (in no particular order).
+    func insertNew(count: Int) -> String {
+        let width = insertTypes.count
+        let names = insertTypes.indices.map { "c\($0 + 1)" }
+        let rows = (0..<count).map { row in
+            "(" + insertTypes.enumerated().map { "$\(row * width + $0.offset + 1)::\($0.element)" }.joined(separator: ", ") + ")"
+        }
+        let selected = names.enumerated().map { index, name in
+            index == 6
+                ? "greatest(v.\(name), coalesce((SELECT r.generation + 1 FROM \(prefix)countdown_retired_keys AS r WHERE r.key = v.c1), 0))"
+                : "v.\(name)"
+        }
+        return """
+            INSERT INTO \(prefix)countdowns (\(insertColumns)) SELECT \(selected.joined(separator: ", "))
+            FROM (VALUES \(rows.joined(separator: ", "))) AS v(\(names.joined(separator: ", ")))
+            ON CONFLICT (key) DO NOTHING RETURNING id, generation, key
+            """
+    }
+
     init(prefix p: String, insertColumns: String, insertTypes: [String]) {
         prefix = p
+        self.insertColumns = insertColumns
+        self.insertTypes = insertTypes
         lastNumberedEvent = "SELECT coalesce(pg_sequence_last_value(\(Self.eventSequence(prefix: p))), 0)"
         // A function of the schema (migration 0003): the server plans its query once per connection.
         clocks = "SELECT * FROM \(p)countdown_clocks()"

@@ -477,6 +477,28 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         return true
     }
 
+    /// Every item in one statement (one round trip), in chunks of 256.
+    func insertNew(all items: inout [ItemRecord]) throws -> [Bool] {
+        var inserted = [Bool](repeating: false, count: items.count)
+        for start in stride(from: 0, to: items.count, by: 256) {
+            let chunk = start..<min(items.count, start + 256)
+            var values: [Value] = []
+            var positions: [String: Int] = [:]
+            for index in chunk {
+                noteDeadline(items[index])
+                values += Self.itemValues(items[index]).dropFirst()
+                positions[items[index].key] = index
+            }
+            for row in try run(engine.statements.insertNew(count: chunk.count), values).rows {
+                let (id, generation, key) = try row.decode((Int64, Int64, String).self)
+                guard let index = positions[key] else { continue }
+                (items[index].id, items[index].generation) = (id, generation)
+                inserted[index] = true
+            }
+        }
+        return inserted
+    }
+
     /// A new item and its event in one statement when nothing is written after them and no
     /// event waits before theirs: the event goes in under its writer's lock as
     /// ``flushEvents()`` inserts them, last, and takes the generation the insert gave the item.

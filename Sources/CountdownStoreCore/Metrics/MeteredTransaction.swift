@@ -51,6 +51,11 @@ final class MeteredTransaction: RepositoryWriting {
         }
     }
 
+    func insertNew(all items: inout [ItemRecord]) throws -> [Bool] {
+        items.forEach(note)
+        return try base.insertNew(all: &items)
+    }
+
     func update(_ item: ItemRecord) throws {
         note(item)
         try base.update(item)

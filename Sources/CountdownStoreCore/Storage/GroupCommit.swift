@@ -18,14 +18,29 @@ final class GroupedWrite: @unchecked Sendable {
     let body: @Sendable (any RepositoryWriting, Now) throws -> any Sendable
     /// When the caller asked: its duration counts from here (the wait included).
     let asked = ContinuousClock.now
+    /// For the start of a key, how a group may insert it with the group's other new keys.
+    let start: GroupedStart?
     var result: Result<any Sendable, CountdownError>?
     var continuation: CheckedContinuation<GroupRole, Never>?
 
-    init(_ operation: WriteOperation, notifies: Bool, _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> any Sendable) {
+    init(
+        _ operation: WriteOperation, notifies: Bool, start: GroupedStart?,
+        _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> any Sendable
+    ) {
         self.operation = operation
         self.notifies = notifies
+        self.start = start
         self.body = body
     }
+}
+
+/// The start of a key as a group inserts it together with its other new keys (one statement
+/// where the engine can): the item at the group's instant, and its event. A key that turns out to
+/// exist runs the write's own body instead, which decides as it would alone (refuse, keep, replace).
+struct GroupedStart: Sendable {
+    let key: String
+    let item: @Sendable (Now) -> ItemRecord
+    let event: @Sendable (ItemRecord, Now) -> EventRecord
 }
 
 /// What a waiting caller is resumed for.
@@ -151,10 +166,10 @@ extension CountdownStore {
     /// transaction fails as a whole (the database, not a refusal), each write of the group runs
     /// again in a transaction of its own, so that each caller gets its own outcome.
     func groupedWriting<T: Sendable>(
-        _ operation: WriteOperation, notifies: Bool = true,
+        _ operation: WriteOperation, notifies: Bool = true, start: GroupedStart? = nil,
         _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
     ) async throws(CountdownError) -> T {
-        let write = GroupedWrite(operation, notifies: notifies) { tx, now in try body(tx, now) }
+        let write = GroupedWrite(operation, notifies: notifies, start: start) { tx, now in try body(tx, now) }
         switch await groups.join(write) {
         case .done:
             break
@@ -199,14 +214,14 @@ extension CountdownStore {
     /// committed, passes the next group to its leader and wakes the rest.
     private func commit(_ group: [GroupedWrite]) async {
         let leader = group[0]
-        var done = 0
         if group.count == 1 {
             await alone(leader)
-            done = 1
         } else {
-            done = await together(group)
+            await together(group)
         }
-        groups.finish(Array(group[..<done]), unfinished: Array(group[done...]), leader: leader, limit: engine.groupedWriteLimit)
+        groups.finish(
+            group.filter { $0.result != nil }, unfinished: group.filter { $0.result == nil }, leader: leader,
+            limit: engine.groupedWriteLimit)
     }
 
     /// One write in a transaction of its own, exactly as without grouping.
@@ -219,13 +234,15 @@ extension CountdownStore {
         }
     }
 
-    /// The writes of `group` in one transaction, each in a savepoint, as many as the time bound
-    /// lets in (the first always); returns how many were committed (or given their outcome).
-    private func together(_ group: [GroupedWrite]) async -> Int {
+    /// The writes of `group` in one transaction: first the new keys of its starts, inserted
+    /// together (one statement where the engine can); then every other write's body, each in a
+    /// savepoint, as many as the time bound lets in (the leader's always). Sets the result of
+    /// every write it committed (or gave its outcome); the others wait for the next group.
+    private func together(_ group: [GroupedWrite]) async {
         let metered = metrics.enabled
         let limit = max(1, configuration.writeExpiryBatch)
         while true {
-            let attempt: (results: [Result<any Sendable, CountdownError>], expired: Bool, tally: EventTally?)?
+            let attempt: (results: [Result<any Sendable, CountdownError>?], expired: Bool, tally: EventTally?)?
             do {
                 attempt = try await translatingErrors(path: path) {
                     do {
@@ -234,15 +251,31 @@ extension CountdownStore {
                             let tx: any RepositoryWriting = meter ?? engineTransaction
                             let (now, expired) = try self.advanceClocks(
                                 tx, movingCheckpoint: false, expiryLimit: limit, leavingToHolder: false)
+                            var results = [Result<any Sendable, CountdownError>?](repeating: nil, count: group.count)
+                            // The new keys, together. A key asked twice goes in once: the second
+                            // write runs its body, and finds the key as it would alone.
+                            var keys = Set<String>()
+                            let starts = group.indices.compactMap { index -> (Int, GroupedStart)? in
+                                guard let start = group[index].start, keys.insert(start.key).inserted else { return nil }
+                                return (index, start)
+                            }
+                            if starts.count > 1 {
+                                var items = starts.map { $0.1.item(now) }
+                                let inserted = try tx.insertNew(all: &items)
+                                for (position, (index, start)) in starts.enumerated() where inserted[position] {
+                                    try tx.append(start.event(items[position], now))
+                                    results[index] = .success(items[position].countdown(at: now))
+                                }
+                            }
                             let bound = ContinuousClock.now + Self.groupTimeBound
-                            var results: [Result<any Sendable, CountdownError>] = []
-                            results.reserveCapacity(group.count)
-                            for write in group {
-                                if !results.isEmpty, ContinuousClock.now >= bound { break }
+                            var ran = 0
+                            for index in group.indices where results[index] == nil {
+                                if index > 0, ran > 0, ContinuousClock.now >= bound { break }
+                                ran += 1
                                 do {
-                                    results.append(.success(try tx.savepoint { try write.body(tx, now) }))
+                                    results[index] = .success(try tx.savepoint { try group[index].body(tx, now) })
                                 } catch let refusal as CountdownError {
-                                    results.append(.failure(refusal))
+                                    results[index] = .failure(refusal)
                                 }
                             }
                             return (results, !expired.isEmpty, meter?.tally)
@@ -254,7 +287,7 @@ extension CountdownStore {
             } catch {
                 // The transaction failed as a whole: each write runs by itself, for its own outcome.
                 for write in group { await alone(write) }
-                return group.count
+                return
             }
             guard let attempt else {
                 // The clocks could not move past expiries still to record: record them first.
@@ -264,7 +297,7 @@ extension CountdownStore {
                     }
                 } catch {
                     for write in group { await alone(write) }
-                    return group.count
+                    return
                 }
                 continue
             }
@@ -272,6 +305,7 @@ extension CountdownStore {
             var tally = attempt.tally
             let now = ContinuousClock.now
             for (write, result) in zip(group, attempt.results) {
+                guard let result else { continue }
                 write.result = result
                 guard case .success = result else { continue }
                 changed = changed || write.notifies
@@ -286,7 +320,7 @@ extension CountdownStore {
                 metrics.committed(group[0].operation, duration: now - group[0].asked, tally: tally)
             }
             if changed { changes.bump() }
-            return attempt.results.count
+            return
         }
     }
 }

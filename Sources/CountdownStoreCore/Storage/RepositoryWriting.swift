@@ -8,6 +8,11 @@ extension RepositoryWriting {
         try append(event(item))
         return true
     }
+
+    /// One ``insertNew(_:)`` after another: for engines whose statements cost no round trip.
+    package func insertNew(all items: inout [ItemRecord]) throws -> [Bool] {
+        try items.indices.map { index in try insertNew(&items[index]) }
+    }
 }
 
 /// Writes inside one transaction.
@@ -30,6 +35,9 @@ package protocol RepositoryWriting: RepositoryReading {
     /// says that the transaction writes nothing after it, so an engine may send both in one
     /// statement (PostgreSQL does).
     func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool
+    /// ``insertNew(_:)`` for each of `items` (their keys all different), which an engine may send
+    /// as one statement; returns, for each, whether it was inserted.
+    func insertNew(all items: inout [ItemRecord]) throws -> [Bool]
     func update(_ item: ItemRecord) throws
     /// Deletes the item, remembering its generation so the key never reuses it.
     func delete(_ item: ItemRecord) throws

@@ -182,6 +182,42 @@ struct GroupCommitTests {
         try await store.close()
     }
 
+    @Test("New keys inserted together: a removed key goes on from its generation, a key asked twice goes in once", arguments: TestEngine.all)
+    func newKeysTogether(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let store = try await fixture.open()
+        try await store.start("removed", duration: .seconds(60))
+        try await store.remove("removed")
+        let (gate, held) = try await Self.holdEveryGroup(store)
+        let keys = ["a", "removed", "b", "twice", "twice", "c"]
+        let tasks = keys.enumerated().map { index, key in
+            Task { () -> Result<Countdown, CountdownError> in
+                do throws(CountdownError) {
+                    return .success(try await store.start(key, duration: .seconds(60 + index), group: "g", payload: .text("p\(index)")))
+                } catch {
+                    return .failure(error)
+                }
+            }
+        }
+        try await Self.until("every caller queued") { store.groups.waitingCount == keys.count }
+        gate.open()
+        for task in held { _ = try await task.value }
+        var outcomes: [Result<Countdown, CountdownError>] = []
+        for task in tasks { outcomes.append(await task.value) }
+        #expect(try outcomes[1].get().generation == 2, "the removed key's generations go on")
+        let twice = outcomes[3...4]
+        #expect(twice.filter { (try? $0.get()) != nil }.count == 1, "one of the two starts of one key")
+        #expect(twice.contains { if case .failure(let error) = $0 { error.code == .alreadyActive } else { false } })
+        for (index, key) in keys.enumerated() where key != "twice" {
+            let started = try outcomes[index].get()
+            #expect(started.duration == .seconds(60 + index) && started.payload == .text("p\(index)"))
+            #expect(try await store.countdown(key) == started)
+        }
+        #expect(try await events(store, key: "twice").map(\.kind) == ["started"])
+        #expect(try await events(store, key: "removed").map(\.kind) == ["started", "removed", "started"])
+        try await store.close()
+    }
+
     @Test("A cancelled caller that leads a group fails no other caller's write", arguments: TestEngine.all)
     func cancelledLeaderFailsNobodyElse(engine: TestEngine) async throws {
         let fixture = try Fixture(engine: engine)
