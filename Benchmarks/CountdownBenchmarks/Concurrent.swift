@@ -8,9 +8,15 @@ extension Benchmarks {
     /// The task counts measured.
     static let taskCounts = [1, 4, 16, 64]
 
-    /// `tasks` tasks, `sizes.single` calls in all (a tenth with `.full`), each `start` one call.
+    /// How many starts the task cases make: `sizes.single`, half as many with `.full` (enough
+    /// groups of 64 that the first ones do not set the figure).
+    func concurrentCount(_ durability: CountdownStore.Durability) -> Int {
+        durability == .full ? max(40, sizes.single / 2) : sizes.single
+    }
+
+    /// `tasks` tasks, ``concurrentCount(_:)`` calls in all, each `start` one call.
     func concurrentStarts(tasks: Int, durability: CountdownStore.Durability) async throws -> Figure {
-        let count = durability == .full ? max(40, sizes.single / 10) : sizes.single
+        let count = concurrentCount(durability)
         let tag = durability == .full ? "full" : "normal"
         var round = 0
         let (ours, raw) = try await alternating(rounds: sizes.rounds) {
@@ -56,6 +62,41 @@ extension Benchmarks {
         return Figure(
             name: "\(tasks) tasks starting one call each, durability \(tag)", n: count, ours: ours, raw: raw, unit: "starts/s",
             target: target)
+    }
+
+    /// The most any grouping of `tasks` callers can reach: raw SQLite inserting the same
+    /// countdowns in transactions of `tasks` each, one after another, with no task between. Ours
+    /// (`tasks` tasks, one call each) beside it says what grouping costs over the engine's own work.
+    func groupedCeiling(tasks: Int, durability: CountdownStore.Durability) async throws -> Figure {
+        let count = concurrentCount(durability)
+        let tag = durability == .full ? "full" : "normal"
+        var round = 0
+        let (ours, raw) = try await alternating(rounds: sizes.rounds) {
+            round += 1
+            let store = try CountdownStore(
+                path: try await emptyStore("ceiling-\(tag)-ours-\(round).sqlite"), configuration: .init(durability: durability))
+            let seconds = try await timed {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for task in 0..<tasks {
+                        group.addTask {
+                            for index in stride(from: task, to: count, by: tasks) {
+                                try await store.start("many-\(index)", duration: .milliseconds(Self.hour + Int64(index)), group: "g\(index % 16)")
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            try await store.close()
+            return Double(count) / seconds
+        } raw: {
+            let db = try RawDatabase(path: try await emptyStore("ceiling-\(tag)-raw-\(round).sqlite"), fullSync: durability == .full)
+            let now = Date().millisecondsSince1970
+            return Double(count) / (try await timed { try Raw.batchedInserts(db, prefix: "many-", count: count, batch: tasks, groups: 16, nowMs: now) })
+        }
+        return Figure(
+            name: "\(tasks) tasks, one call each, beside raw in transactions of \(tasks), durability \(tag)", n: count, ours: ours,
+            raw: raw, unit: "starts/s", target: .unjudged)
     }
 
     /// A lone caller's `start`, one after another: its latency at the median and the 99th

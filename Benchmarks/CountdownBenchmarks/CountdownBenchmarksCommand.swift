@@ -146,6 +146,9 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
                     [try await benchmarks.concurrentStarts(tasks: tasks, durability: durability)]
                 }
             }
+            try await add("grouping ceiling \(durability == .full ? "full" : "normal")") {
+                [try await benchmarks.groupedCeiling(tasks: 64, durability: durability)]
+            }
         }
         try await add("lone caller") { try await benchmarks.loneLatency() }
         let needsLarge = ["next", "soonest", "expiring", "open", "idle"].contains(where: wanted)

@@ -89,6 +89,25 @@ enum Raw {
         try db.execute("COMMIT")
     }
 
+    /// Inserts `count` countdowns in transactions of `batch` each.
+    static func batchedInserts(_ db: RawDatabase, prefix: String, count: Int, batch: Int, groups: Int, nowMs: Int64) throws {
+        let item = try db.prepare(insertItem)
+        let event = try db.prepare(insertStartEvent)
+        let begin = try db.prepare("BEGIN IMMEDIATE")
+        let commit = try db.prepare("COMMIT")
+        for first in stride(from: 0, to: count, by: max(1, batch)) {
+            try begin.bind([]).run()
+            for index in first..<min(count, first + max(1, batch)) {
+                let key = "\(prefix)\(index)"
+                let group = "g\(index % groups)"
+                let duration = Int64(3_600_000 + index)
+                try item.bind([.text(key), .text(group), .int(duration), .int(nowMs)]).run()
+                try event.bind([.text(key), .text(group), .int(nowMs), .text("{\"duration_ms\":\(duration)}")]).run()
+            }
+            try commit.bind([]).run()
+        }
+    }
+
     /// Inserts `count` countdowns, one transaction each.
     static func singleInserts(_ db: RawDatabase, prefix: String, count: Int, groups: Int, nowMs: Int64) throws {
         let item = try db.prepare(insertItem)

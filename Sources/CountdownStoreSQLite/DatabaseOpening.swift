@@ -21,6 +21,20 @@ enum DatabaseOpening {
     /// WAL is set here rather than with GRDB's `journalMode = .wal`, which, whenever the `-wal`
     /// file is missing or empty (as after every clean close), creates and drops a table to make
     /// one: a schema write at every open, even into a file the store should only read.
+    /// After how many pages of WAL a commit checkpoints by itself (`wal_autocheckpoint`), while
+    /// no ticker's checkpointer does it.
+    ///
+    /// With `.normal`, only once the WAL holds 1 GiB: a running ticker's checkpointer folds it in
+    /// long before (in a thread of its own, between the batches of a backlog too); a commit that
+    /// checkpoints waits for a disk sync, which would hold up a writer of another process in the
+    /// middle of a backlog. With `.full`, every commit syncs the WAL already, and a WAL that grows
+    /// at every commit makes each of those syncs also write the file system's record of its new
+    /// size, which doubles what a commit costs; SQLite's own 1,000 pages keep the WAL written over
+    /// from its start instead.
+    static func automaticCheckpointPages(_ durability: CountdownStore.Durability) -> Int {
+        durability == .full ? 1000 : 262_144
+    }
+
     static func grdbConfiguration(busyTimeout: Duration, durability: CountdownStore.Durability) -> GRDB.Configuration {
         var configuration = GRDB.Configuration()
         configuration.busyMode = busyMode(busyTimeout)
@@ -31,11 +45,7 @@ enum DatabaseOpening {
             try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
             // After a checkpoint empties a WAL that grew in a burst, give the disk space back.
             try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
-            // A commit checkpoints by itself only once the WAL holds 1 GiB: a running ticker's
-            // checkpointer folds it in long before (in a thread of its own, between the batches
-            // of a backlog too), and closing does; a commit that checkpoints waits for a disk
-            // sync, which would hold up a writer of another process in the middle of a backlog.
-            try db.execute(sql: "PRAGMA wal_autocheckpoint = 262144")
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(automaticCheckpointPages(durability))")
             if let connection = db.sqliteConnection {
                 let code = countdown_enable_defensive(connection)
                 if code != SQLITE_OK {

@@ -50,9 +50,13 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     /// How far the next deadline must be for a checkpoint to start.
     static let quietMs: Int64 = 50
 
-    private init(writer: any DatabaseWriter, queue: DatabaseQueue) {
+    /// The store connection's own setting, given back by ``stop()``.
+    private let automaticPages: Int
+
+    private init(writer: any DatabaseWriter, queue: DatabaseQueue, automaticPages: Int) {
         self.writer = writer
         self.queue = queue
+        self.automaticPages = automaticPages
     }
 
     /// Takes over checkpointing for the store's own file at `path`, from a connection of its own.
@@ -60,7 +64,9 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
         let queue = try DatabaseQueue(
             path: path, configuration: DatabaseOpening.grdbConfiguration(
                 busyTimeout: repository.busyTimeout, durability: repository.durability))
-        let checkpointer = WALCheckpointer(writer: repository.writer, queue: queue)
+        let checkpointer = WALCheckpointer(
+            writer: repository.writer, queue: queue,
+            automaticPages: DatabaseOpening.automaticCheckpointPages(repository.durability))
         try checkpointer.takeOverCheckpoints()
         let thread = Thread { checkpointer.run() }
         thread.name = "CountdownStore.WALCheckpointer"
@@ -117,7 +123,7 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
             if done { continuation.resume() } else { pipe.poke() }
         }
         // The store's setting, which also replaces this checkpointer's WAL hook with SQLite's own.
-        try? writer.unsafeReentrantWrite { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 262144") }
+        try? writer.unsafeReentrantWrite { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = \(automaticPages)") }
     }
 
     private func run() {

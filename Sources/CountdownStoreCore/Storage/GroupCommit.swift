@@ -58,7 +58,18 @@ package final class WriteGroups: Sendable {
         /// Groups under way.
         var running = 0
         var waiting: [GroupedWrite] = []
+        /// The callers of the last group that ended with nobody waiting: the first of them to
+        /// write again leads, and lets the rest come rather than commit alone.
+        var siblings = 0
         var stats = GroupStats()
+
+        /// A write leads a group of its own at once: returns how many callers of the last group
+        /// may be about to join it.
+        mutating func lead() -> Int {
+            running += 1
+            defer { siblings = 0 }
+            return siblings
+        }
     }
 
     /// What the groups committed so far held.
@@ -84,39 +95,45 @@ package final class WriteGroups: Sendable {
     /// were under way), or queues it and waits to be told its result or to lead the next group.
     func join(_ write: GroupedWrite) async -> GroupRole {
         let concurrency = self.concurrency
-        let leads = state.withLock { state -> Bool in
-            guard state.running < concurrency else { return false }
-            state.running += 1
-            return true
+        let leads = state.withLock { state -> Int? in
+            guard state.running < concurrency else { return nil }
+            return state.lead()
         }
-        if leads { return .lead([write], siblings: 0) }
+        if let siblings = leads { return .lead([write], siblings: siblings) }
         return await withCheckedContinuation { (continuation: CheckedContinuation<GroupRole, Never>) in
-            let leadsNow = state.withLock { state -> Bool in
+            let leadsNow = state.withLock { state -> Int? in
                 // A group may have ended between the two looks.
-                guard state.running >= concurrency else {
-                    state.running += 1
-                    return true
-                }
+                guard state.running >= concurrency else { return state.lead() }
                 write.continuation = continuation
                 state.waiting.append(write)
-                return false
+                return nil
             }
-            if leadsNow { continuation.resume(returning: .lead([write], siblings: 0)) }
+            if let siblings = leadsNow { continuation.resume(returning: .lead([write], siblings: siblings)) }
         }
     }
 
     /// Ends a group: `unfinished` (left over by a group that reached its bound) go back to the
-    /// front of the queue; the next group (at most `limit` writes, in the order they came) is
-    /// handed to its first write; then every write of `finished` but `leader` is resumed with its
-    /// result. Returns nothing: the leader reads its own result.
+    /// front of the queue; every write of `finished` but `leader` is resumed with its result;
+    /// then the next group (at most `limit` writes, in the order they came) is handed to its
+    /// first write, or, with nobody waiting, the first caller to write next leads and lets the
+    /// others of this group come. Returns nothing: the leader reads its own result.
     func finish(_ finished: [GroupedWrite], unfinished: [GroupedWrite], leader: GroupedWrite, limit: Int) {
-        let next = state.withLock { state -> [GroupedWrite] in
+        state.withLock { state in
             state.stats.groups += 1
             state.stats.writes += finished.count
             state.stats.largest = max(state.stats.largest, finished.count)
             state.waiting.insert(contentsOf: unfinished, at: 0)
+        }
+        // The callers answered go first: while this group still counts as under way, those that
+        // write again queue behind the writes already waiting, and the next leader, resumed after
+        // them, finds them ready to run ahead of it.
+        for write in finished where write !== leader {
+            write.continuation?.resume(returning: .done)
+        }
+        let next = state.withLock { state -> [GroupedWrite] in
             guard !state.waiting.isEmpty else {
                 state.running -= 1
+                state.siblings = finished.count - 1
                 return []
             }
             let count = min(max(1, limit), state.waiting.count)
@@ -128,9 +145,6 @@ package final class WriteGroups: Sendable {
             // Read under no lock: only the queue's owner (this leader) reaches a queued write's
             // continuation, and it was set before the write was queued.
             first.continuation?.resume(returning: .lead(next, siblings: finished.count - 1))
-        }
-        for write in finished where write !== leader {
-            write.continuation?.resume(returning: .done)
         }
     }
 

@@ -259,6 +259,32 @@ struct TickerTests {
         try await running.stop()
         #expect(try await automaticCheckpoint() == 262_144, "stopping hands checkpoints back to the store's setting")
     }
+
+    @Test("With durability .full, commits checkpoint at SQLite's 1,000 pages: the WAL is written over from its start, not grown at every synced commit")
+    func fullDurabilityKeepsTheWALSmall() async throws {
+        var fixture = try Fixture()
+        fixture.configuration.durability = .full
+        let store = try await fixture.open()
+        func automaticCheckpoint() async throws -> Int? {
+            try await store.database.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
+        }
+        #expect(try await automaticCheckpoint() == 1000)
+        func walBytes() throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: fixture.path + "-wal")[.size] as? Int) ?? 0
+        }
+        // 40,000 countdowns in 80 commits: about 4,000 pages of WAL in all.
+        for batch in 0..<80 {
+            try await store.start((0..<500).map { .countdown("k\(batch)-\($0)", duration: .hours(1)) })
+        }
+        let wal = try walBytes()
+        #expect(wal > 0 && wal < 8 << 20, "the WAL stays near 1,000 pages: \(wal) bytes")
+        #expect(try await store.counts().count(.running) == 40_000)
+
+        let running = await RunningTicker(store)
+        #expect(try await automaticCheckpoint() == 0, "the ticker's checkpointer takes over")
+        try await running.stop()
+        #expect(try await automaticCheckpoint() == 1000, "stopping hands checkpoints back to the store's setting")
+    }
 }
 
 /// Whether `sql` reads item rows: the clock query, which looks up the soonest deadlines in the
