@@ -105,9 +105,12 @@ final class HelperProcess: @unchecked Sendable {
     /// Whether this test sent the process SIGKILL itself (then its death is expected).
     private(set) var killedOnPurpose = false
 
+    /// `directory`: where the process runs (default: this process's folder).
     init(
-        _ arguments: [String], executable: URL = tortureHelper, shell: String? = nil, environment: [String: String] = [:]
+        _ arguments: [String], executable: URL = tortureHelper, shell: String? = nil, environment: [String: String] = [:],
+        directory: URL? = nil
     ) throws {
+        if let directory { process.currentDirectoryURL = directory }
         if let shell {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", shell + " \"$0\" \"$@\"", executable.path] + arguments

@@ -60,7 +60,8 @@ extension RealProcesses {
                     "--header", "Authorization: Bearer \(Self.token)", "--max-examples", "25", "--seed", String(seed),
                     "--request-timeout", "10", "--workers", "1",
                 ],
-                executable: URL(fileURLWithPath: "/usr/bin/env"))
+                // Its cache goes to the test's folder, not into the package.
+                executable: URL(fileURLWithPath: "/usr/bin/env"), directory: folder.url)
             _ = await run.finish(limit: 300, status: nil)
             let finished = !run.process.isRunning
             await server.stop()
