@@ -21,8 +21,9 @@ import Darwin
 /// never blocks a writer) starts when the WAL holds 1,000 pages not yet copied and no deadline
 /// comes within 50 ms, or in any case once 262,144 pages (1 GiB of 4 KiB pages) are waiting:
 /// a burst of a thousand expiries a second, about ten pages each, can go on for 25 seconds
-/// before a checkpoint has to run beside it. Only for a store that opened its own file: a host's
-/// database keeps the host's settings.
+/// before a checkpoint has to run beside it. Between the batches of a backlog, the WAL is held
+/// near 64 MiB instead (``betweenBatches()``). Only for a store that opened its own file: a
+/// host's database keeps the host's settings.
 final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     // Safe: the mutable properties are reached only under `lock`; the rest is fixed at init.
     private let lock = NSLock()
@@ -37,6 +38,11 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     /// How many checkpoints have run, and who waits for a number of them (tests).
     private var completed = 0
     private var completionWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    /// A backlog waits for the checkpoint after the one under way: it starts as that one ends.
+    private var holdAfterCurrent = false
+    /// The next checkpoint also starts the WAL over (SQLite's `RESTART`, waiting at most
+    /// ``restartWaitMs`` for readers of the frames it copied).
+    private var restartNext = false
 
     /// The store's own connection, whose automatic checkpoints this one replaces.
     private let writer: any DatabaseWriter
@@ -47,26 +53,44 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     static let pagesWorthCopying = 1000
     /// The WAL never holds more than this many pages waiting, near a deadline or not.
     static let mostPagesWaiting = 262_144
+    /// How large the WAL may grow during a backlog before the backlog waits for a checkpoint to
+    /// copy it all (16,384 pages: 64 MiB of 4 KiB pages, the store's `journal_size_limit`).
+    static let pagesBeforeARestart = 16_384
+    /// How long a checkpoint that starts the WAL over waits for the readers of its frames (and
+    /// holds other writers back meanwhile), at most.
+    static let restartWaitMs: CInt = 20
     /// How far the next deadline must be for a checkpoint to start.
     static let quietMs: Int64 = 50
 
     /// The store connection's own setting, given back by ``stop()``.
     private let automaticPages: Int
 
-    private init(writer: any DatabaseWriter, queue: DatabaseQueue, automaticPages: Int) {
+    /// How many pages of WAL make a backlog wait for the WAL to start over.
+    private let restartAfter: Int
+
+    private init(writer: any DatabaseWriter, queue: DatabaseQueue, automaticPages: Int, restartAfter: Int) {
         self.writer = writer
         self.queue = queue
         self.automaticPages = automaticPages
+        self.restartAfter = restartAfter
     }
 
     /// Takes over checkpointing for the store's own file at `path`, from a connection of its own.
-    static func start(for repository: SQLiteRepository, path: String) throws -> WALCheckpointer {
+    /// `pagesBeforeARestart`: ``pagesBeforeARestart``, unless a test asks for fewer.
+    static func start(
+        for repository: SQLiteRepository, path: String, pagesBeforeARestart: Int = WALCheckpointer.pagesBeforeARestart
+    ) throws -> WALCheckpointer {
         let queue = try DatabaseQueue(
             path: path, configuration: DatabaseOpening.grdbConfiguration(
                 busyTimeout: repository.busyTimeout, durability: repository.durability))
+        // Only a restart waits (passive checkpoints never do), and only briefly.
+        queue.inDatabase { db in
+            if let connection = db.sqliteConnection { sqlite3_busy_timeout(connection, restartWaitMs) }
+        }
         let checkpointer = WALCheckpointer(
             writer: repository.writer, queue: queue,
-            automaticPages: DatabaseOpening.automaticCheckpointPages(repository.durability))
+            automaticPages: DatabaseOpening.automaticCheckpointPages(repository.durability),
+            restartAfter: pagesBeforeARestart)
         try checkpointer.takeOverCheckpoints()
         let thread = Thread { checkpointer.run() }
         thread.name = "CountdownStore.WALCheckpointer"
@@ -92,17 +116,49 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
         if start { pipe.poke() }
     }
 
+    /// Between two batches of a backlog: starts a checkpoint when one is worth it; and once the
+    /// WAL holds ``pagesBeforeARestart`` pages, holds the backlog until a checkpoint has copied
+    /// them all, so that the next commit writes the WAL over from its start.
+    ///
+    /// Checkpoints beside a backlog never catch up with it by themselves: each copies what was
+    /// committed when it began, while the backlog commits more. Left alone, the WAL of a backlog
+    /// of a million grows past a gigabyte, and the first commit after it starts over cuts it
+    /// back to `journal_size_limit` in one `ftruncate`, which holds the file for hundreds of
+    /// milliseconds: every other process's write, and any process opening the store, waits.
+    /// Held here, the WAL stays near 64 MiB and nothing is ever cut; the pause is one checkpoint
+    /// of what the last ones left, since they run beside the backlog all along.
+    func betweenBatches() async {
+        idle(untilNextDeadlineMs: nil)
+        let wait = lock.withLock { () -> Int? in
+            guard !stopped, walFrames >= restartAfter else { return nil }
+            restartNext = true
+            if !running {
+                running = true
+                return completed + 1
+            }
+            // The one under way began before the last batches: the one after it copies them.
+            holdAfterCurrent = true
+            return completed + 2
+        }
+        guard let wait else { return }
+        pipe.poke()
+        await waitForCheckpoints(wait)
+    }
+
+    /// How many frames the WAL held after the store connection's last commit.
+    var framesInWAL: Int { lock.withLock { walFrames } }
+
     /// How many checkpoints have run so far.
     var checkpointsRun: Int { lock.withLock { completed } }
 
     /// Whether a checkpoint is under way.
     var isCheckpointing: Bool { lock.withLock { running } }
 
-    /// Returns once `count` checkpoints have run in all.
+    /// Returns once `count` checkpoints have run in all, or the checkpointer has stopped.
     func waitForCheckpoints(_ count: Int) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now = lock.withLock {
-                if completed >= count { return true }
+                if completed >= count || hasFinished { return true }
                 completionWaiters.append((count, continuation))
                 return false
             }
@@ -136,11 +192,19 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
             let (stop, work) = lock.withLock { (stopped, running) }
             if stop { break }
             guard work else { continue }
+            defer { if lock.withLock({ running }) { pipe.poke() } }
+            let mode: Database.CheckpointMode = lock.withLock {
+                defer { restartNext = false }
+                return restartNext && !holdAfterCurrent ? .restart : .passive
+            }
             CrashPoints.reach(.checkpointBefore)
-            let result = try? queue.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+            // A restart that still finds readers after its wait copied what it could: the WAL
+            // starts over at a later one.
+            let result = try? queue.writeWithoutTransaction { db in try db.checkpoint(mode) }
             CrashPoints.reach(.checkpointAfter)
             let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
-                running = false
+                running = holdAfterCurrent
+                holdAfterCurrent = false
                 if let result { checkpointed = result.checkpointedFrameCount }
                 completed += 1
                 let ready = completionWaiters.filter { $0.count <= completed }.map(\.continuation)
@@ -150,10 +214,13 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
             waiters.forEach { $0.resume() }
         }
         try? queue.close()
-        let waiter = lock.withLock {
+        let (waiter, waiters) = lock.withLock {
             hasFinished = true
-            return finished
+            // Whoever waits for a checkpoint that will not run now goes on.
+            defer { completionWaiters.removeAll() }
+            return (finished, completionWaiters.map(\.continuation))
         }
+        waiters.forEach { $0.resume() }
         waiter?.resume()
     }
 

@@ -5,6 +5,9 @@ import Foundation
 package protocol EngineUpkeep: AnyObject, Sendable {
     /// The ticker is about to sleep, and the next deadline is `gapMs` away (`nil`: none is due).
     func idle(untilNextDeadlineMs gapMs: Int64?)
+    /// The ticker is between two batches of a backlog, about to record the next: returns when
+    /// the next may go (at once, unless the engine needs the backlog to hold still briefly).
+    func betweenBatches() async
     /// Stops, waiting for work under way.
     func stop() async
 }

@@ -234,7 +234,7 @@ public final class CountdownTicker: Service, Sendable {
                         // deadline, after a pause for other processes' writes and the upkeep.
                         batch = min(batch * 2, store.configuration.expiryBatchSize)
                         seenVersion = store.changes.version
-                        upkeep?.idle(untilNextDeadlineMs: nil)
+                        await upkeep?.betweenBatches()
                         await store.leaveWritesToOthers()
                         continue
                     }

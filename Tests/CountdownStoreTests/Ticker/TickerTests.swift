@@ -260,6 +260,25 @@ struct TickerTests {
         #expect(try await automaticCheckpoint() == 262_144, "stopping hands checkpoints back to the store's setting")
     }
 
+    @Test("Between the batches of a backlog, a WAL past its bound waits for a checkpoint that starts it over, so it never grows with the backlog")
+    func backlogStartsTheWALOver() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.open()
+        let repository = try #require(store.engine as? SQLiteRepository)
+        let checkpointer = try WALCheckpointer.start(for: repository, path: fixture.path, pagesBeforeARestart: 200)
+        // Well over 200 pages of WAL, in batches as a backlog commits them.
+        for batch in 0..<10 {
+            try await store.start((0..<500).map { .countdown("k\(batch)-\($0)", duration: .hours(1)) })
+            await checkpointer.betweenBatches()
+        }
+        let walBytes = try FileManager.default.attributesOfItem(atPath: fixture.path + "-wal")[.size] as? Int ?? 0
+        #expect(checkpointer.framesInWAL < 200, "the WAL started over: \(checkpointer.framesInWAL) frames after the last commit")
+        #expect(walBytes < 3 << 20, "the WAL file stayed small: \(walBytes) bytes")
+        #expect(checkpointer.checkpointsRun >= 1)
+        await checkpointer.stop()
+        #expect(try await store.counts().count(.running) == 5_000)
+    }
+
     @Test("With durability .full, commits checkpoint at SQLite's 1,000 pages: the WAL is written over from its start, not grown at every synced commit")
     func fullDurabilityKeepsTheWALSmall() async throws {
         var fixture = try Fixture()
