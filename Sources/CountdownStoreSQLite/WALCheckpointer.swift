@@ -125,7 +125,9 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     /// of a million grows past a gigabyte, and the first commit after it starts over cuts it
     /// back to `journal_size_limit` in one `ftruncate`, which holds the file for hundreds of
     /// milliseconds: every other process's write, and any process opening the store, waits.
-    /// Held here, the WAL stays near 64 MiB and nothing is ever cut; the pause is one checkpoint
+    /// Held here, the WAL starts over as soon as no reader holds its frames (a restart waits at
+    /// most ``restartWaitMs`` for them, then the backlog goes on and the next batch tries again),
+    /// so it grows only while readers keep a restart from happening. The pause is one checkpoint
     /// of what the last ones left, since they run beside the backlog all along.
     func betweenBatches() async {
         idle(untilNextDeadlineMs: nil)
