@@ -21,9 +21,9 @@ import Darwin
 /// never blocks a writer) starts when the WAL holds 1,000 pages not yet copied and no deadline
 /// comes within 50 ms, or in any case once 262,144 pages (1 GiB of 4 KiB pages) are waiting:
 /// a burst of a thousand expiries a second, about ten pages each, can go on for 25 seconds
-/// before a checkpoint has to run beside it. Between the batches of a backlog, the WAL is held
-/// near 64 MiB instead (``betweenBatches()``). Only for a store that opened its own file: a
-/// host's database keeps the host's settings.
+/// before a checkpoint has to run beside it. Between the batches of a backlog, a WAL past 64 MiB
+/// makes the backlog wait for a checkpoint that starts it over (``betweenBatches()``). Only for
+/// a store that opened its own file: a host's database keeps the host's settings.
 final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     // Safe: the mutable properties are reached only under `lock`; the rest is fixed at init.
     private let lock = NSLock()
@@ -195,9 +195,11 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
             if stop { break }
             guard work else { continue }
             defer { if lock.withLock({ running }) { pipe.poke() } }
+            // A restart asked for while this one was being started waits for the next.
             let mode: Database.CheckpointMode = lock.withLock {
-                defer { restartNext = false }
-                return restartNext && !holdAfterCurrent ? .restart : .passive
+                guard restartNext, !holdAfterCurrent else { return .passive }
+                restartNext = false
+                return .restart
             }
             CrashPoints.reach(.checkpointBefore)
             // A restart that still finds readers after its wait copied what it could: the WAL
