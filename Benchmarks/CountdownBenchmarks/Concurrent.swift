@@ -14,6 +14,27 @@ extension Benchmarks {
         durability == .full ? max(40, sizes.single / 2) : sizes.single
     }
 
+    /// Ours: `tasks` tasks start `count` countdowns in a new store named `file`, one `start` call
+    /// each; returns the starts per second.
+    private func startsInTasks(_ tasks: Int, count: Int, durability: CountdownStore.Durability, file: String) async throws -> Double {
+        let store = try CountdownStore(
+            path: try await emptyStore(file), configuration: .init(durability: durability))
+        let seconds = try await timed {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<tasks {
+                    group.addTask {
+                        for index in stride(from: task, to: count, by: tasks) {
+                            try await store.start("many-\(index)", duration: .milliseconds(Self.hour + Int64(index)), group: "g\(index % 16)")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await store.close()
+        return Double(count) / seconds
+    }
+
     /// `tasks` tasks, ``concurrentCount(_:)`` calls in all, each `start` one call.
     func concurrentStarts(tasks: Int, durability: CountdownStore.Durability) async throws -> Figure {
         let count = concurrentCount(durability)
@@ -21,22 +42,7 @@ extension Benchmarks {
         var round = 0
         let (ours, raw) = try await alternating(rounds: sizes.rounds) {
             round += 1
-            let store = try CountdownStore(
-                path: try await emptyStore("single-tasks\(tasks)-\(tag)-ours-\(round).sqlite"), configuration: .init(durability: durability))
-            let seconds = try await timed {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for task in 0..<tasks {
-                        group.addTask {
-                            for index in stride(from: task, to: count, by: tasks) {
-                                try await store.start("many-\(index)", duration: .milliseconds(Self.hour + Int64(index)), group: "g\(index % 16)")
-                            }
-                        }
-                    }
-                    try await group.waitForAll()
-                }
-            }
-            try await store.close()
-            return Double(count) / seconds
+            return try await startsInTasks(tasks, count: count, durability: durability, file: "single-tasks\(tasks)-\(tag)-ours-\(round).sqlite")
         } raw: {
             let db = try RawSerialDatabase(
                 try RawDatabase(path: try await emptyStore("single-tasks\(tasks)-\(tag)-raw-\(round).sqlite"), fullSync: durability == .full))
@@ -73,22 +79,7 @@ extension Benchmarks {
         var round = 0
         let (ours, raw) = try await alternating(rounds: sizes.rounds) {
             round += 1
-            let store = try CountdownStore(
-                path: try await emptyStore("ceiling-\(tag)-ours-\(round).sqlite"), configuration: .init(durability: durability))
-            let seconds = try await timed {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for task in 0..<tasks {
-                        group.addTask {
-                            for index in stride(from: task, to: count, by: tasks) {
-                                try await store.start("many-\(index)", duration: .milliseconds(Self.hour + Int64(index)), group: "g\(index % 16)")
-                            }
-                        }
-                    }
-                    try await group.waitForAll()
-                }
-            }
-            try await store.close()
-            return Double(count) / seconds
+            return try await startsInTasks(tasks, count: count, durability: durability, file: "ceiling-\(tag)-ours-\(round).sqlite")
         } raw: {
             let db = try RawDatabase(path: try await emptyStore("ceiling-\(tag)-raw-\(round).sqlite"), fullSync: durability == .full)
             let now = Date().millisecondsSince1970
