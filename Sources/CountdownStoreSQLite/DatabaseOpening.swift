@@ -16,11 +16,6 @@ enum DatabaseOpening {
     /// The label of the connections the store opens itself.
     static let connectionLabel = "CountdownStore"
 
-    /// GRDB settings for every connection: WAL, a busy timeout, `trusted_schema=OFF`, defensive mode.
-    ///
-    /// WAL is set here rather than with GRDB's `journalMode = .wal`, which, whenever the `-wal`
-    /// file is missing or empty (as after every clean close), creates and drops a table to make
-    /// one: a schema write at every open, even into a file the store should only read.
     /// After how many pages of WAL a commit checkpoints by itself (`wal_autocheckpoint`), while
     /// no ticker's checkpointer does it.
     ///
@@ -35,6 +30,11 @@ enum DatabaseOpening {
         durability == .full ? 1000 : 262_144
     }
 
+    /// GRDB settings for every connection: WAL, a busy timeout, `trusted_schema=OFF`, defensive mode.
+    ///
+    /// WAL is set here rather than with GRDB's `journalMode = .wal`, which, whenever the `-wal`
+    /// file is missing or empty (as after every clean close), creates and drops a table to make
+    /// one: a schema write at every open, even into a file the store should only read.
     static func grdbConfiguration(busyTimeout: Duration, durability: CountdownStore.Durability) -> GRDB.Configuration {
         var configuration = GRDB.Configuration()
         configuration.busyMode = busyMode(busyTimeout)

@@ -275,31 +275,6 @@ struct SQLiteTransaction: RepositoryWriting {
     private final class Memo {
         /// Whether `countdown_retired_keys` holds any key (it changes only by `delete` and `deleteItems`).
         var anyRetiredKeys: Bool?
-        /// The statements a group commit runs once per write, looked up once per transaction
-        /// (the connection's cache hashes a statement's whole text at each lookup).
-        var statements: [Hot: Statement] = [:]
-    }
-
-    /// The statements run once per write of a group.
-    private enum Hot: CaseIterable {
-        case insertNew, append, savepoint, release
-
-        var sql: String {
-            switch self {
-            case .insertNew: ItemRecord.insertNewSQL
-            case .append: EventRecord.insertSQL
-            case .savepoint: "SAVEPOINT countdown_write"
-            case .release: "RELEASE SAVEPOINT countdown_write"
-            }
-        }
-    }
-
-    /// The statement of `hot`, looked up in the connection's cache once per transaction.
-    private func statement(_ hot: Hot) throws -> Statement {
-        if let statement = memo.statements[hot] { return statement }
-        let statement = try db.cachedStatement(sql: hot.sql)
-        memo.statements[hot] = statement
-        return statement
     }
 
     init(db: Database) {
@@ -475,10 +450,10 @@ struct SQLiteTransaction: RepositoryWriting {
             guard let value else { throw CountdownError(.storageFailure, "a savepoint ended without a value") }
             return value
         }
-        try statement(.savepoint).execute()
+        try db.cachedStatement(sql: "SAVEPOINT countdown_write").execute()
         do {
             let value = try body()
-            try statement(.release).execute()
+            try db.cachedStatement(sql: "RELEASE SAVEPOINT countdown_write").execute()
             return value
         } catch {
             if db.isInsideTransaction {
@@ -535,7 +510,7 @@ struct SQLiteTransaction: RepositoryWriting {
         if memo.anyRetiredKeys == true, let retired = try retiredGeneration(key: item.key) {
             item.generation = max(item.generation, retired + 1)
         }
-        try db.run(statement(.insertNew), bind: item.bind)
+        try db.run(ItemRecord.insertNewSQL, bind: item.bind)
         guard db.changesCount == 1 else { return false }
         item.id = db.lastInsertedRowID
         return true
@@ -573,7 +548,7 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func append(_ event: EventRecord) throws {
-        try db.run(statement(.append), bind: event.bind)
+        try db.run(EventRecord.insertSQL, bind: event.bind)
     }
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {

@@ -2,10 +2,11 @@ import Foundation
 
 // Group commit: the writes of one item (starting, pausing, cancelling…) that arrive while
 // another write of this store is under way are committed together in the next transaction:
-// the new keys of its starts together, every other write in a savepoint of its own. A lone caller runs at once, as it would without grouping:
-// there is no timer, and nobody waits for company. The caller that finds nothing under way leads:
-// it commits its own write; whoever arrived meanwhile is handed the next group, led by the first
-// of them, and so on until nobody waits. The work stays on the callers' own tasks.
+// the new keys of its starts together, every other write in a savepoint of its own. A lone
+// caller runs at once, as it would without grouping: there is no timer, and nobody waits for
+// company. The caller that finds nothing under way leads: it commits its own write; whoever
+// arrived meanwhile is handed the next group, led by the first of them, and so on until nobody
+// waits. The work stays on the callers' own tasks.
 
 /// One write waiting to be committed with others: its body, and where its caller waits.
 final class GroupedWrite: @unchecked Sendable {
@@ -176,8 +177,8 @@ extension CountdownStore {
     ///
     /// The new keys of a group's starts go in together (`start` says how); every other write runs
     /// in a savepoint of its own: a refusal fails that caller alone and leaves nothing of its
-    /// write, and every other caller gets exactly what it would have got alone. Every caller gets its result once the group's transaction has committed. When the
-    /// transaction fails as a whole (the database, not a refusal), each write of the group runs
+    /// write, and every other caller gets exactly what it would have got alone. Every caller gets
+    /// its result once the group's transaction has committed. When the transaction fails as a whole (the database, not a refusal), each write of the group runs
     /// again in a transaction of its own, so that each caller gets its own outcome.
     func groupedWriting<T: Sendable>(
         _ operation: WriteOperation, notifies: Bool = true, start: GroupedStart? = nil,
