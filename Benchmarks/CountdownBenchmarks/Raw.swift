@@ -76,17 +76,7 @@ enum Raw {
 
     /// Inserts `count` countdowns and their start events in one transaction.
     static func bulkInsert(_ db: RawDatabase, prefix: String, count: Int, groups: Int, nowMs: Int64) throws {
-        let item = try db.prepare(insertItem)
-        let event = try db.prepare(insertStartEvent)
-        try db.execute("BEGIN IMMEDIATE")
-        for index in 0..<count {
-            let key = "\(prefix)\(index)"
-            let group = "g\(index % groups)"
-            let duration = Int64(3_600_000 + index)
-            try item.bind([.text(key), .text(group), .int(duration), .int(nowMs)]).run()
-            try event.bind([.text(key), .text(group), .int(nowMs), .text("{\"duration_ms\":\(duration)}")]).run()
-        }
-        try db.execute("COMMIT")
+        try batchedInserts(db, prefix: prefix, count: count, batch: count, groups: groups, nowMs: nowMs)
     }
 
     /// Inserts `count` countdowns in transactions of `batch` each.
@@ -110,19 +100,7 @@ enum Raw {
 
     /// Inserts `count` countdowns, one transaction each.
     static func singleInserts(_ db: RawDatabase, prefix: String, count: Int, groups: Int, nowMs: Int64) throws {
-        let item = try db.prepare(insertItem)
-        let event = try db.prepare(insertStartEvent)
-        let begin = try db.prepare("BEGIN IMMEDIATE")
-        let commit = try db.prepare("COMMIT")
-        for index in 0..<count {
-            let key = "\(prefix)\(index)"
-            let group = "g\(index % groups)"
-            let duration = Int64(3_600_000 + index)
-            try begin.bind([]).run()
-            try item.bind([.text(key), .text(group), .int(duration), .int(nowMs)]).run()
-            try event.bind([.text(key), .text(group), .int(nowMs), .text("{\"duration_ms\":\(duration)}")]).run()
-            try commit.bind([]).run()
-        }
+        try batchedInserts(db, prefix: prefix, count: count, batch: 1, groups: groups, nowMs: nowMs)
     }
 
     /// The running countdown of each policy with the earliest deadline, from the same index the
