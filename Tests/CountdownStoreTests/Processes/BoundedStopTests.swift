@@ -112,8 +112,7 @@ struct BoundedStopTests {
             _ = FileManager.default.createFile(atPath: output, contents: nil)
             let run = try HelperProcess(
                 ["--db", url, "run", "--consumer", "c"], executable: countdownBinary, shell: "exec >>'\(output)'; exec")
-            try await eventually("run printed the expiry") {
-                guard run.process.isRunning else { throw FleetFailure("run ended by itself: \(await run.finish(limit: 5, status: nil)) \(run.stderr)") }
+            try await eventually("run printed the expiry", watching: run) {
                 return (try? String(contentsOfFile: output, encoding: .utf8))?.contains("\"key\":\"due\"") == true
             }
             try await Task.sleep(for: .milliseconds(1500))  // heartbeats go on: the run holds the lease
@@ -219,7 +218,7 @@ struct BoundedStopTests {
         let holder = try HelperProcess(
             [db, "BEGIN IMMEDIATE;", ".shell sh \(hold)", "COMMIT;"], executable: URL(fileURLWithPath: "/usr/bin/sqlite3"))
         defer { _ = FileManager.default.createFile(atPath: done, contents: nil) }
-        try await eventually("sqlite3 holds the write lock") { FileManager.default.fileExists(atPath: locked) }
+        try await eventually("sqlite3 holds the write lock", watching: holder) { FileManager.default.fileExists(atPath: locked) }
         let writer = try HelperProcess.run(URL(fileURLWithPath: "/usr/bin/sqlite3"), ["-cmd", ".timeout 0", db, "BEGIN IMMEDIATE;"])
         #expect(writer.status != 0 && writer.stderr.contains("locked"), "the lock is held: \(writer.status) \(writer.stderr)")
 

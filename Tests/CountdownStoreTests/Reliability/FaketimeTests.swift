@@ -31,7 +31,7 @@ extension RealProcesses {
                 executable: URL(fileURLWithPath: faketimeBinary),
                 shell: "FAKETIME_DONT_FAKE_MONOTONIC=1 exec")
             let reader = try readOnly(path)
-            try await eventually("the countdown expired") {
+            try await eventually("the countdown expired", watching: run) {
                 try reader.read { db in try String.fetchOne(db, sql: "SELECT state FROM countdowns WHERE key = 'soon'") } == "expired"
             }
             try await Task.sleep(for: .milliseconds(300))

@@ -33,5 +33,30 @@ struct HarnessTests {
         let group = helper.process.processIdentifier
         try await eventually("the whole process group is gone", limit: 10) { kill(-group, 0) != 0 }
     }
+
+    @Test("A wait on a helper's work fails at once, with its exit and stderr, when the helper ends first")
+    func watchedHelperThatEnds() async throws {
+        let helper = try HelperProcess(["-c", "echo 'cannot open the store' >&2; exit 3"], executable: URL(fileURLWithPath: "/bin/sh"))
+        await withKnownIssue("the harness reports the helper's end") {
+            // (What it throws after the report ends the wait, as in a test.)
+            try? await eventually("the helper's work is done", watching: helper, limit: 30) { false }
+        } matching: { issue in
+            let text = String(describing: issue)
+            // Its end, not the limit: it did not wait 30 s for work that could not come.
+            return text.contains("ended (exit status 3)") && text.contains("cannot open the store")
+        }
+    }
+
+    @Test("A wait on a helper's work that runs out kills the helper and reports its stderr")
+    func watchedHelperThatHangs() async throws {
+        let helper = try HelperProcess(["-c", "echo 'still starting' >&2; sleep 600"], executable: URL(fileURLWithPath: "/bin/sh"))
+        await withKnownIssue("the harness reports the hang") {
+            try? await eventually("the helper's work is done", watching: helper, limit: 1) { false }
+        } matching: { issue in
+            String(describing: issue).contains("still starting")
+        }
+        let group = helper.process.processIdentifier
+        try await eventually("the whole process group is gone", limit: 10) { kill(-group, 0) != 0 }
+    }
 }
 }

@@ -39,6 +39,33 @@ func eventually(_ what: String, limit: Double = 30, _ condition: () async throws
     throw CancellationError()
 }
 
+/// ``eventually(_:limit:_:)`` while `process` does the work awaited: when it ends first, the
+/// test fails at once with its exit and stderr; when the limit runs out, with the stacks of its
+/// threads and its children's (where gdb is installed), then its stderr once it is killed.
+func eventually(
+    _ what: String, watching process: HelperProcess, limit: Double = 30, _ condition: () async throws -> Bool
+) async throws {
+    let deadline = Date().addingTimeInterval(limit)
+    while Date() < deadline {
+        if try await condition() { return }
+        if !process.process.isRunning {
+            // It may have done the work and ended in between.
+            if try await condition() { return }
+            let lines = await process.finish(limit: 5, status: nil)
+            Issue.record(
+                "\(process.name) ended (\(process.ending)) before \(what); stdout: \(lines.suffix(10)); stderr: \(process.stderr.suffix(2000))")
+            throw CancellationError()
+        }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    let stacks = process.threadStacks()
+    killGroup(process.process.processIdentifier)
+    let lines = await process.finish(limit: 5, status: nil)
+    Issue.record(
+        "timed out waiting until \(what); \(process.name) killed. Its threads: \(stacks.suffix(6000)); stdout: \(lines.suffix(10)); stderr: \(process.stderr.suffix(2000))")
+    throw CancellationError()
+}
+
 /// How big a suite runs: `name` in the environment, else `ci`. The long runs set it high.
 func suiteSize(_ name: String, ci: Int) -> Int {
     ProcessInfo.processInfo.environment[name].flatMap(Int.init) ?? ci
@@ -161,6 +188,32 @@ final class HelperProcess: @unchecked Sendable {
         }
     }
 
+    /// How the process ended, in words.
+    var ending: String {
+        if process.isRunning { return "still running" }
+        return signalled.map { "signal \($0)" } ?? "exit status \(process.terminationStatus)"
+    }
+
+    /// The stacks of the threads of the process and of every process below it, from gdb (empty
+    /// without gdb), for a report of a hang.
+    func threadStacks() -> String {
+        let gdb = "/usr/bin/gdb"
+        guard FileManager.default.isExecutableFile(atPath: gdb) else { return "" }
+        var pids = [process.processIdentifier]
+        var index = 0
+        while index < pids.count, pids.count < 16 {
+            let pid = pids[index]
+            let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+            pids += children.split(separator: " ").compactMap { Int32($0) }
+            index += 1
+        }
+        return pids.map { pid in
+            let dump = try? HelperProcess.run(
+                URL(fileURLWithPath: gdb), ["-p", "\(pid)", "-batch", "-ex", "thread apply all bt 12"], limit: 60)
+            return "pid \(pid): \(dump?.stdout ?? "gdb failed")"
+        }.joined(separator: "\n")
+    }
+
     /// Whether the process ended by a signal, and which.
     var signalled: Int32? {
         process.isRunning || process.terminationReason != .uncaughtSignal ? nil : process.terminationStatus
@@ -240,8 +293,7 @@ final class HelperProcess: @unchecked Sendable {
             let exitedAsExpected = process.terminationReason == .exit && process.terminationStatus == status
             let killedByThisTest = killedOnPurpose && signalled == SIGKILL
             if !exitedAsExpected, !killedByThisTest {
-                let reason = signalled.map { "signal \($0)" } ?? "exit status \(process.terminationStatus)"
-                Issue.record("\(name) died by itself (\(reason), expected exit status \(status)); stderr: \(stderr.suffix(2000))")
+                Issue.record("\(name) died by itself (\(self.ending), expected exit status \(status)); stderr: \(stderr.suffix(2000))")
             }
         }
         let text = String(decoding: output, as: UTF8.self)
