@@ -61,9 +61,29 @@ public final class CountdownStore: Sendable {
         self.configuration = configuration
         self.metrics = StoreMetrics(configuration.metrics)
         self.groups = WriteGroups(concurrency: engine.concurrentWriteGroups)
-        self.instanceID = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
+        self.instanceID = "\(Self.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
+        if configuration.clock.bootIdentity == nil, Self.bootIdentityUnreadableSaid.withLock({ said in
+            defer { said = true }
+            return !said
+        }) {
+            configuration.logger.warning(
+                "the boot identity cannot be read here: a change of the system clock is taken for time that passed, forward as it happened and never backward, as across a reboot")
+        }
     }
+
+    /// Whether this process said once that its clock cannot tell the boot it runs in.
+    private static let bootIdentityUnreadableSaid = Locked(false)
+
+    /// This machine's name as the kernel has it (`gethostname(2)`), read once: never
+    /// `ProcessInfo.hostName`, which on macOS can wait seconds for a reverse DNS lookup, and a
+    /// store may open on the main actor.
+    static let hostName: String = {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? "localhost" : name
+    }()
 
     /// A name for a new reader of a named consumer: this instance's, and a number.
     func newReaderName() -> String {

@@ -15,8 +15,10 @@ extension AppPhase {
 
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 extension View {
-    /// Hands every change of the scene phase to `lifecycle` (the background suspends the store,
-    /// the foreground resumes it).
+    /// Hands every change of this window's scene phase to `lifecycle`, which follows the app's
+    /// most awake window: the store is suspended once every window that carries the modifier is
+    /// in the background, and resumed when one comes to the foreground. Put it on each window's
+    /// root view (inside the `WindowGroup`), so that each window reports its own phase.
     public func countdownLifecycle(_ lifecycle: CountdownAppLifecycle) -> some View {
         modifier(CountdownLifecycleModifier(lifecycle: lifecycle))
     }
@@ -25,12 +27,18 @@ extension View {
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 private struct CountdownLifecycleModifier: ViewModifier {
     @Environment(\.scenePhase) private var scenePhase
+    /// This window's name for the lifecycle, for as long as the view lives.
+    @State private var scene = UUID()
     let lifecycle: CountdownAppLifecycle
 
     func body(content: Content) -> some View {
-        content.onChange(of: scenePhase, initial: true) { _, phase in
-            Task { await lifecycle.phaseChanged(to: AppPhase(phase)) }
-        }
+        content
+            .onChange(of: scenePhase, initial: true) { _, phase in
+                Task { await lifecycle.phaseChanged(to: AppPhase(phase), scene: scene) }
+            }
+            .onDisappear {
+                Task { await lifecycle.sceneEnded(scene) }
+            }
     }
 }
 

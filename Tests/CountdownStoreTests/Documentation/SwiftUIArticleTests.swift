@@ -159,7 +159,7 @@ struct SwiftUIArticleTests {
     @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
     private func readmeCode(_ made: @autoclosure () throws -> CountdownAppLifecycle) async throws {
         func CountdownAppLifecycle() throws -> CountdownStoreUI.CountdownAppLifecycle { try made() }
-        let lifecycle = try CountdownAppLifecycle()  // the store in Application Support, and its ticker
+        let lifecycle = try CountdownAppLifecycle()  // the store in the app's folder, and its ticker
         lifecycle.start()
         let orders = lifecycle.model(.group("orders"))  // rows sorted as `list` sorts them, kept up to date
         #expect(await orders.start("order-1042", duration: .seconds(900), group: "orders") != nil)

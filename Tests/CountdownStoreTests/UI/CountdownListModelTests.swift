@@ -197,6 +197,37 @@ struct CountdownListModelTests {
         #expect(!lifecycle.isRunning && lifecycle.lastError == nil)
     }
 
+    @Test("With two windows, the store is suspended only once both are in the background, and resumed when one comes back")
+    func followsTheMostAwakeWindow() async throws {
+        let fixture = try Fixture()
+        let lifecycle = CountdownAppLifecycle(store: try await fixture.open())
+        func suspended() async throws -> Bool { try await lifecycle.store.clockStatus().suspended }
+        let (first, second) = (UUID(), UUID())
+        await lifecycle.phaseChanged(to: .active, scene: first)
+        await lifecycle.phaseChanged(to: .active, scene: second)
+        await lifecycle.phaseChanged(to: .background, scene: first)
+        #expect(lifecycle.phase == .active)
+        #expect(try await suspended() == false, "the other window is on screen")
+        await lifecycle.phaseChanged(to: .inactive, scene: second)
+        #expect(lifecycle.phase == .inactive)
+        #expect(try await suspended() == false)
+        await lifecycle.phaseChanged(to: .background, scene: second)
+        #expect(lifecycle.phase == .background)
+        #expect(try await suspended() == true, "every window is in the background")
+        await lifecycle.phaseChanged(to: .active, scene: first)
+        #expect(lifecycle.phase == .active)
+        #expect(try await suspended() == false)
+        // The window on screen closes: the app is as its other window is.
+        await lifecycle.sceneEnded(first)
+        #expect(lifecycle.phase == .background)
+        #expect(try await suspended() == true)
+        // The last window closes: nothing changes.
+        await lifecycle.sceneEnded(second)
+        #expect(lifecycle.phase == .background && lifecycle.lastError == nil)
+        #expect(AppPhase.ofScenes([]) == .background && AppPhase.ofScenes([.background, .inactive]) == .inactive)
+        await lifecycle.close()
+    }
+
     @Test("Actions go through the store; a refusal is a value naming the bad input, and changes nothing")
     func actionsAndRefusals() async throws {
         guard #available(macOS 14, iOS 17, tvOS 17, watchOS 10, *) else { return }
@@ -258,21 +289,57 @@ struct CountdownListModelTests {
         try await paused.stop()
     }
 
-    @Test("The lifecycle opens its store in Application Support, and a second launch finds the countdowns")
+    @Test("The lifecycle opens its store in the app's own folder in Application Support, and a second launch finds the countdowns")
     func opensInApplicationSupport() async throws {
         guard #available(macOS 14, iOS 17, tvOS 17, watchOS 10, *) else { return }
         let name = "countdowns-\(UUID().uuidString).sqlite"
-        let folder = try FileManager.default.url(for: .applicationSupportDirectory, in: .userDomainMask, appropriateFor: nil, create: true)
+        let support = try FileManager.default.url(for: .applicationSupportDirectory, in: .userDomainMask, appropriateFor: nil, create: true)
+        let folder = try CountdownAppLifecycle.defaultFolder()
+        #expect(folder.deletingLastPathComponent().standardizedFileURL == support.standardizedFileURL)
+        #expect(folder.lastPathComponent == (Bundle.main.bundleIdentifier ?? ProcessInfo.processInfo.processName))
         defer {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: folder.appendingPathComponent(name + suffix)) }
         }
         let first = try CountdownAppLifecycle(fileName: name)
-        #expect(first.store.path?.hasSuffix("/" + name) == true && FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path))
+        #expect(first.store.path == folder.appendingPathComponent(name).path && FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path))
+        #expect(!FileManager.default.fileExists(atPath: support.appendingPathComponent(name).path), "nothing straight in Application Support")
         try await first.store.start("order", duration: .seconds(900))
         await first.close()
         let second = try CountdownAppLifecycle(fileName: name)
         #expect(try await second.store.countdown("order")?.state == .running)
         await second.close()
+    }
+
+    @Test("A store an earlier version left straight in Application Support moves into the app's folder with its countdowns; one with a write-ahead log stays until closed")
+    func movesTheStoreOfAnEarlierVersion() async throws {
+        guard #available(macOS 14, iOS 17, tvOS 17, watchOS 10, *) else { return }
+        let name = "countdowns-\(UUID().uuidString).sqlite"
+        let support = try FileManager.default.url(for: .applicationSupportDirectory, in: .userDomainMask, appropriateFor: nil, create: true)
+        let legacy = support.appendingPathComponent(name).path
+        let moved = try CountdownAppLifecycle.defaultFolder().appendingPathComponent(name).path
+        defer {
+            for path in [legacy, moved] {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            }
+        }
+        // An earlier version's store, still open in another process: its log holds the countdown.
+        let earlier = try CountdownStore(path: legacy)
+        try await earlier.start("order", duration: .seconds(900))
+        #expect(((try FileManager.default.attributesOfItem(atPath: legacy + "-wal"))[.size] as? NSNumber)?.intValue ?? 0 > 0)
+        let whileOpen = try CountdownAppLifecycle(fileName: name)
+        #expect(whileOpen.store.path == legacy, "a store with a log is used where it is")
+        #expect(try await whileOpen.store.countdown("order")?.state == .running)
+        await whileOpen.close()
+        try await earlier.close()
+
+        // Closed: it moves, whole, and nothing of it is left behind.
+        let relaunched = try CountdownAppLifecycle(fileName: name)
+        #expect(relaunched.store.path == moved)
+        #expect(try await relaunched.store.countdown("order")?.state == .running)
+        for suffix in ["", "-wal", "-shm"] {
+            #expect(!FileManager.default.fileExists(atPath: legacy + suffix), "\(legacy + suffix) is gone")
+        }
+        await relaunched.close()
     }
 }
 
