@@ -60,7 +60,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            plugins: ["EmbedMigrations"]
+            exclude: ["embedded-files.json"],
+            plugins: ["EmbedFiles"]
         ),
         // `import CountdownStore`: the core and the SQLite engine in one line, and the DocC catalog.
         .target(name: "CountdownStore", dependencies: ["CountdownStoreCore", "CountdownStoreSQLite"]),
@@ -72,7 +73,8 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            plugins: ["EmbedMigrations"]
+            exclude: ["embedded-files.json"],
+            plugins: ["EmbedFiles"]
         ),
         // The dashboard and HTTP API on Hummingbird, with the metrics in Prometheus text.
         .target(
@@ -85,7 +87,10 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-            ]
+            ],
+            // The page's files, embedded by the plugin rather than shipped as resources.
+            exclude: ["embedded-files.json", "Dashboard"],
+            plugins: ["EmbedFiles"]
         ),
         .target(name: "CountdownStoreUI", dependencies: ["CountdownStore"]),
         .executableTarget(
@@ -136,12 +141,13 @@ let package = Package(
             ],
             path: "Benchmarks/CountdownBenchmarks"
         ),
-        // Turns `Migrations/<engine>/*.sql` into Swift source at build time, so binaries carry their schema.
-        .executableTarget(name: "EmbedMigrationsTool"),
+        // Turns files (the engines' `Migrations/<engine>/*.sql`, the dashboard's page) into Swift
+        // source at build time, as each target's `embedded-files.json` says, so binaries carry them.
+        .executableTarget(name: "EmbedFilesTool"),
         .plugin(
-            name: "EmbedMigrations",
+            name: "EmbedFiles",
             capability: .buildTool(),
-            dependencies: ["EmbedMigrationsTool"]
+            dependencies: ["EmbedFilesTool"]
         ),
         .testTarget(
             name: "CountdownStoreTests",

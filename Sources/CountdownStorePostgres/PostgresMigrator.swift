@@ -90,3 +90,9 @@ enum PostgresMigrator {
         "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 }
+
+extension Migration {
+    /// Every migration of this engine's folder of `Migrations/`, in the order they apply (embedded
+    /// at build time: see `embedded-files.json`).
+    static let embedded: [Migration] = EmbeddedMigrations.files.map { Migration(name: $0.name, sql: $0.text) }
+}

@@ -721,6 +721,14 @@ extension RealProcesses {
                 #expect(script.status == 200 && script.header("Content-Type")?.hasPrefix("text/javascript") == true)
                 let style = try await server.get("/dashboard.css")
                 #expect(style.status == 200 && style.header("Content-Type")?.hasPrefix("text/css") == true)
+                // Exactly the files of Sources/CountdownStoreServer/Dashboard/, built into the binary.
+                let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                    .deletingLastPathComponent().deletingLastPathComponent()
+                    .appendingPathComponent("Sources/CountdownStoreServer/Dashboard")
+                for (answer, file) in [(page, "index.html"), (script, "dashboard.js"), (style, "dashboard.css")] {
+                    let source = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
+                    #expect(answer.text == source, "\(file) is served byte for byte")
+                }
                 let status = try await server.get("/api/status")
                 #expect(status.status == 200, "\(status.summary)")
                 #expect(status.object?["read_only"] as? Bool == false)
