@@ -51,11 +51,15 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
+        // The SQL both engines speak: the records' columns and row decoding, and the core's
+        // lists of countdowns rendered as SQL (the core itself holds no SQL).
+        .target(name: "CountdownStoreSQL", dependencies: ["CountdownStoreCore"]),
         // The SQLite engine, on GRDB: the embedded default.
         .target(
             name: "CountdownStoreSQLite",
             dependencies: [
                 "CountdownStoreCore",
+                "CountdownStoreSQL",
                 "CSQLiteShim",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -70,6 +74,7 @@ let package = Package(
             name: "CountdownStorePostgres",
             dependencies: [
                 "CountdownStoreCore",
+                "CountdownStoreSQL",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,4 +1,5 @@
 import CountdownStoreCore
+import CountdownStoreSQL
 import Foundation
 import PostgresNIO
 

@@ -1,4 +1,5 @@
 import CountdownStoreCore
+import CountdownStoreSQL
 import Foundation
 
 /// The statements a store's transactions send most, written once per engine (they name the

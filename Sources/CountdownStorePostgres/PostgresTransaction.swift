@@ -1,4 +1,5 @@
 import CountdownStoreCore
+import CountdownStoreSQL
 import Foundation
 import Logging
 import PostgresNIO
@@ -241,7 +242,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     /// The list in the core's predicates and order, numbered in PostgreSQL's placeholders.
-    func items(_ listing: ItemListing, limit: Int) throws -> [ItemRecord] {
+    func items(_ wanted: ItemListing, limit: Int) throws -> [ItemRecord] {
+        let listing = SQLItemListing(wanted)
         let (conditions, listed) = listing.whereClause { "$\($0)" }
         var values: [Value] = listed.map { value in
             switch value {

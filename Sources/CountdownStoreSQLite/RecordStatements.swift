@@ -1,4 +1,5 @@
 import CountdownStoreCore
+import CountdownStoreSQL
 import Foundation
 
 // The SQLite statements that write the records, and their bindings. The core decodes the rows

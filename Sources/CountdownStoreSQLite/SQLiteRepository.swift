@@ -1,4 +1,5 @@
 import CountdownStoreCore
+import CountdownStoreSQL
 import CSQLiteShim
 import Foundation
 import GRDB
@@ -330,7 +331,8 @@ struct SQLiteTransaction: RepositoryWriting {
     /// The list in the core's predicates and order, through the index it names: the plan never
     /// depends on statistics (without them, SQLite may prefer sorting every paused item to
     /// walking the index that is already in order).
-    func items(_ listing: ItemListing, limit: Int) throws -> [ItemRecord] {
+    func items(_ wanted: ItemListing, limit: Int) throws -> [ItemRecord] {
+        let listing = SQLItemListing(wanted)
         let values = listing.conditions.flatMap(\.values)
         let sql = Self.listingSQL.withLock { rendered in
             if let sql = rendered[listing.shape] { return sql }

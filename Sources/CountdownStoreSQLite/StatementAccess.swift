@@ -1,4 +1,5 @@
 import CountdownStoreCore
+import CountdownStoreSQL
 import CSQLiteShim
 import Foundation
 import GRDB

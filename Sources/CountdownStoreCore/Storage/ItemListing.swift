@@ -1,166 +1,91 @@
 import Foundation
 
-/// A list of countdown rows as every engine queries it: its conditions (SQL with a `?` for each
-/// value, in the dialect both engines read), its order, and the index that serves it. The
-/// predicates and orders of every list are written here once; an engine renders them in its own
-/// placeholders (`?` or `$n`) and table name, and may name the index (SQLite does, so that its
-/// plan never depends on statistics).
+/// A list of countdown rows as the core asks an engine for it: which rows (a ``List`` and its
+/// bounds), in which order, and from which position on, as data. The engines render it in
+/// their own query language (both engines' SQL: `SQLItemListing` of the `CountdownStoreSQL`
+/// layer); an engine without SQL filters and sorts its own rows by the same rules.
 package struct ItemListing: Sendable, Hashable {
-    /// A value a condition binds.
-    package enum Value: Sendable, Hashable {
-        case int(Int64)
-        case text(String)
+    /// Which rows, and in which order.
+    package enum List: Sendable, Hashable {
+        /// Running countdowns of `policy` by deadline, then key; with `notDueBy`, only those due
+        /// after it; after ``ItemListing/after`` by `(deadline, key)`.
+        case running(policy: CountdownPolicy, notDueBy: Int64?)
+        /// Running countdowns of `policy` due by `deadline`, soonest first.
+        case due(policy: CountdownPolicy, by: Int64)
+        /// Running countdowns of `policy` due by `deadline`, latest first; before
+        /// ``ItemListing/after`` by `(deadline, key)`.
+        case dueLatestFirst(policy: CountdownPolicy, by: Int64)
+        /// Paused countdowns by remaining time (deadline less the instant of the pause), then key;
+        /// after ``ItemListing/after`` by `(remaining, key)`.
+        case paused
+        /// Running or paused stopwatches (only those of `states` when it holds one state), by key;
+        /// after ``ItemListing/afterKey``.
+        case activeStopwatches(Set<CountdownState>)
+        /// Expired countdowns, latest expiry first, expired at or after `since`; before
+        /// ``ItemListing/after`` by `(expiry, key)`.
+        case expired(since: Int64?)
+        /// Cancelled items, latest end first; before ``ItemListing/after`` by `(end, key)`.
+        case cancelled
+        /// Running and paused items, in no order.
+        case active
     }
 
-    /// One condition and the values of its `?`s, in order.
-    package struct Condition: Sendable, Hashable {
-        /// The condition, with a `?` for each value.
-        package var sql: String
-        /// The values of its `?`s.
-        package var values: [Value]
-    }
+    /// Which rows, and in which order.
+    package var list: List
+    /// Only the items of this group, when given.
+    package var group: String?
+    /// The position to go on from (after it in the list's order), when given.
+    package var after: SortPosition?
+    /// The key to go on from, for the lists ordered by key alone.
+    package var afterKey: String?
 
-    /// The conditions, joined by `AND`.
-    package private(set) var conditions: [Condition]
-    /// The `ORDER BY` expression, or `nil` for any order.
-    package let order: String?
-    /// The index that serves the list in its order (its name on every engine), if one does.
-    package let index: String?
-    /// Which list this is and which of its optional conditions it has: two listings of the same
-    /// shape differ only in their values, so an engine may render a shape's SQL once and keep it.
-    package private(set) var shape: Int
-
-    private init(_ condition: String, _ values: [Value] = [], order: String?, index: String?, kind: Int) {
-        self.conditions = [Condition(sql: condition, values: values)]
-        self.order = order
-        self.index = index
-        self.shape = kind << 8
-    }
-
-    /// Adds `AND condition` binding `value`, when there is a value; `bit` marks it in ``shape``.
-    private func and(_ condition: String, _ value: String?, bit: Int) -> ItemListing {
-        value.map { adding(condition, [.text($0)], bit: bit) } ?? self
-    }
-
-    /// Adds `AND condition` binding `value`, when there is a value; `bit` marks it in ``shape``.
-    private func and(_ condition: String, _ value: Int64?, bit: Int) -> ItemListing {
-        value.map { adding(condition, [.int($0)], bit: bit) } ?? self
-    }
-
-    /// Adds a keyset condition on `(sort value, key)`, when there is a position to start after.
-    private func and(_ condition: String, _ position: SortPosition?, bit: Int) -> ItemListing {
-        position.map { adding(condition, [.int($0.value), .text($0.key)], bit: bit) } ?? self
-    }
-
-    private func adding(_ condition: String, _ values: [Value], bit: Int) -> ItemListing {
-        var listing = self
-        listing.conditions.append(Condition(sql: condition, values: values))
-        listing.shape |= 1 << bit
-        return listing
-    }
-
-    private static let runningOn = "state = 'running' AND deadline_ms IS NOT NULL AND policy = ?"
-
-    private static func runningIndex(_ group: String?) -> String {
-        group == nil ? "countdowns_running_by_deadline" : "countdowns_running_by_group"
+    package init(_ list: List, group: String?, after: SortPosition? = nil, afterKey: String? = nil) {
+        self.list = list
+        self.group = group
+        self.after = after
+        self.afterKey = afterKey
     }
 
     /// Running countdowns of `policy` by deadline, then key (see ``RepositoryReading/running(policy:group:after:notDueBy:limit:)``).
     package static func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?) -> ItemListing {
-        ItemListing(runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: runningIndex(group), kind: 1)
-            .and("group_name = ?", group, bit: 0)
-            .and("deadline_ms > ?", notDueBy, bit: 1)
-            .and("(deadline_ms, key) > (?, ?)", after, bit: 2)
+        ItemListing(.running(policy: policy, notDueBy: notDueBy), group: group, after: after)
     }
 
     /// Running countdowns of `policy` due by `deadline`, soonest first.
     package static func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?) -> ItemListing {
-        ItemListing(runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: runningIndex(group), kind: 2)
-            .and("deadline_ms <= ?", deadline, bit: 1)
-            .and("group_name = ?", group, bit: 0)
+        ItemListing(.due(policy: policy, by: deadline), group: group)
     }
 
     /// Running countdowns of `policy` due by `deadline`, latest first, before `before`.
     package static func runningLatestFirst(
         policy: CountdownPolicy, dueBy deadline: Int64, group: String?, before: SortPosition?
     ) -> ItemListing {
-        ItemListing(
-            runningOn, [.text(policy.rawValue)], order: "deadline_ms DESC, key DESC", index: runningIndex(group), kind: 3
-        )
-        .and("group_name = ?", group, bit: 0)
-        .and("deadline_ms <= ?", deadline, bit: 1)
-        .and("(deadline_ms, key) < (?, ?)", before, bit: 2)
+        ItemListing(.dueLatestFirst(policy: policy, by: deadline), group: group, after: before)
     }
 
-    /// Paused countdowns by remaining time (`deadline_ms - paused_at_ms`), then key.
+    /// Paused countdowns by remaining time, then key.
     package static func paused(group: String?, after: SortPosition?) -> ItemListing {
-        ItemListing(
-            "state = 'paused' AND deadline_ms IS NOT NULL", order: "(deadline_ms - paused_at_ms), key",
-            index: group == nil ? "countdowns_paused_by_remaining" : "countdowns_paused_by_group", kind: 4
-        )
-        .and("group_name = ?", group, bit: 0)
-        .and("((deadline_ms - paused_at_ms), key) > (?, ?)", after, bit: 2)
+        ItemListing(.paused, group: group, after: after)
     }
 
     /// Running or paused stopwatches (or only those in `states`), by key.
     package static func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?) -> ItemListing {
-        // Both states use the index as it is; one state filters its entries (written out: a literal).
-        let only = states.count == 1 ? states.first.map { " AND state = '\($0.rawValue)'" } ?? "" : ""
-        // The shape follows the SQL: one kind per state written out, so that no two texts share one.
-        let kind = states.count == 1 ? 16 + (states.first.flatMap { CountdownState.allCases.firstIndex(of: $0) } ?? 0) : 5
-        return ItemListing(
-            "kind = 'stopwatch' AND state IN ('running', 'paused')" + only, order: "key",
-            index: group == nil ? "countdowns_active_stopwatches" : "countdowns_active_stopwatches_by_group", kind: kind
-        )
-        .and("group_name = ?", group, bit: 0)
-        .and("key > ?", afterKey, bit: 2)
+        ItemListing(.activeStopwatches(states), group: group, afterKey: afterKey)
     }
 
     /// Expired countdowns, most recent first, since `sinceMs`.
     package static func expired(sinceMs: Int64?, group: String?, after: SortPosition?) -> ItemListing {
-        ItemListing(
-            "state = 'expired'", order: "expired_at_ms DESC, key DESC",
-            index: group == nil ? "countdowns_expired_by_time" : "countdowns_expired_by_group", kind: 8
-        )
-        .and("expired_at_ms >= ?", sinceMs, bit: 1)
-        .and("group_name = ?", group, bit: 0)
-        .and("(expired_at_ms, key) < (?, ?)", after, bit: 2)
+        ItemListing(.expired(since: sinceMs), group: group, after: after)
     }
 
     /// Cancelled items, most recent first.
     package static func cancelled(group: String?, after: SortPosition?) -> ItemListing {
-        ItemListing(
-            "state = 'cancelled'", order: "ended_at_ms DESC, key DESC",
-            index: group == nil ? "countdowns_cancelled_by_time" : "countdowns_cancelled_by_group", kind: 9
-        )
-        .and("group_name = ?", group, bit: 0)
-        .and("(ended_at_ms, key) < (?, ?)", after, bit: 2)
+        ItemListing(.cancelled, group: group, after: after)
     }
 
     /// Running and paused items, in no order.
     package static func activeItems(group: String?) -> ItemListing {
-        ItemListing("state IN ('running', 'paused')", order: nil, index: nil, kind: 10).and("group_name = ?", group, bit: 0)
-    }
-
-    /// The conditions joined by `AND`, each `?` given by `placeholder` (called with the number of
-    /// the value, from `firstValue`) or left as it is without one, and the values in order.
-    package func whereClause(firstValue: Int = 1, placeholder: ((Int) -> String)? = nil) -> (sql: String, values: [Value]) {
-        guard let placeholder else {
-            // `?` as it is: the conditions joined, nothing to number.
-            return (conditions.map(\.sql).joined(separator: " AND "), conditions.flatMap(\.values))
-        }
-        var sql = ""
-        var values: [Value] = []
-        for (number, condition) in conditions.enumerated() {
-            if number > 0 { sql += " AND " }
-            var parts = condition.sql.split(separator: "?", omittingEmptySubsequences: false).makeIterator()
-            sql += parts.next().map(String.init) ?? ""
-            for value in condition.values {
-                values.append(value)
-                sql += placeholder(firstValue + values.count - 1) + (parts.next().map(String.init) ?? "")
-            }
-        }
-        return (sql, values)
+        ItemListing(.active, group: group)
     }
 }
 

@@ -1,12 +1,12 @@
+import CountdownStoreCore
 import Foundation
 
 /// A row of a query result as an engine reads it, column by column from 0: the one thing an engine
 /// supplies so that the records (``ItemRecord``, ``EventRecord``, ``Checkpoint``, ``Lease``) are
 /// decoded once, in the core, the same way on every engine.
 ///
-/// The decoders are `@inlinable`, so that an engine may specialize them for its row type. A
-/// release build still calls `init(row:)` generically, a witness call a column; profiled on the
-/// "100 soonest" benchmark, that decoding costs about what decoding with the C API does.
+/// An engine calls the decoders generically, a witness call a column; profiled on the "100
+/// soonest" benchmark, that decoding costs about what decoding with the C API does.
 package protocol RecordRow {
     /// Whether the column holds NULL.
     func isNull(_ column: Int) throws -> Bool
@@ -28,7 +28,6 @@ extension RecordRow {
     package func bool(_ column: Int) throws -> Bool { try int(column) != 0 }
 
     /// The value of an enumeration column, or an error that names the column and the bad value.
-    @inlinable @inline(__always)
     package func value<T: RawRepresentable<String>>(_ column: Int, as: T.Type, named name: String, in table: String) throws -> T {
         let raw = try text(column)
         guard let value = T(rawValue: raw) else {
@@ -52,7 +51,6 @@ extension ItemRecord {
         """
 
     /// Decodes a row of ``selectedColumns``.
-    @inlinable @inline(__always)
     package init(row: some RecordRow) throws {
         self.init(
             id: try row.int(0), key: try row.text(1), group: try row.optionalText(2),
@@ -73,7 +71,6 @@ extension EventRecord {
         "id, kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, detail"
 
     /// Decodes a row of ``selectedColumns``.
-    @inlinable @inline(__always)
     package init(row: some RecordRow) throws {
         self.init(.started, at: StoreTime(wall: try row.int(5), active: 0, gap: 0))
         id = try row.int(0)
@@ -97,7 +94,6 @@ extension Checkpoint {
         """
 
     /// Decodes ``selectedColumns`` from a row, starting at `column`.
-    @inlinable @inline(__always)
     package init(row: some RecordRow, from column: Int = 0) throws {
         self.init(
             createdAt: try row.int(column), active: try row.int(column + 1), gap: try row.int(column + 2),
@@ -114,7 +110,6 @@ extension Lease {
 
     /// Decodes ``selectedColumns`` from a row, starting at `column`; a missing row (NULLs from an
     /// outer join) is a lease nobody holds.
-    @inlinable @inline(__always)
     package init(row: some RecordRow, from column: Int = 0) throws {
         if try row.isNull(column + 2) {
             self.init(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
