@@ -2,7 +2,9 @@ import Foundation
 import Logging
 
 extension CountdownStore {
-    /// How a store keeps time and talks to SQLite. Every default is stated on its property.
+    /// How a store keeps time, on any engine. Every default is stated on its property. (What
+    /// only one engine has to say goes to its opening: SQLite's `SQLiteOptions`, PostgreSQL's
+    /// connection string.)
     public struct Configuration: Sendable {
         /// Where time comes from. Default: ``SystemClock``. Tests pass a ``VirtualClock``.
         public var clock: any StoreClock
@@ -17,11 +19,20 @@ extension CountdownStore {
         /// How far the system clock may drift from the store wall clock before a clock edit is
         /// recorded. Default: 1 s.
         public var clockEditTolerance: Duration
-        /// How long a write waits for another process's write lock before failing. Default: 10 s.
-        public var busyTimeout: Duration
+        /// How long a write on SQLite waits for another process's write lock before failing.
+        /// Default: 10 s.
+        @available(*, deprecated, message: "give SQLiteOptions(busyTimeout:) to CountdownStore(path:configuration:sqlite:)")
+        public var busyTimeout: Duration {
+            get { sqliteBusyTimeout ?? .seconds(10) }
+            set { sqliteBusyTimeout = newValue }
+        }
+        /// The deprecated ``busyTimeout``, when one was set.
+        package var sqliteBusyTimeout: Duration?
         /// What a commit survives: a crash of the process always; a power loss or kernel crash
-        /// too with ``Durability/full``. Default: ``Durability/normal``. Applies to a store that
-        /// opens its own file; a host's database keeps the host's settings.
+        /// too with ``Durability/full``. Default: ``Durability/normal``. On SQLite it applies to a
+        /// store that opens its own file (a host's database keeps the host's settings); on
+        /// PostgreSQL, to every write transaction. ``Durability`` says what each value means on
+        /// each engine.
         public var durability: Durability
         /// How long a reader of a named consumer keeps the events it was given before another
         /// reader of that consumer may have them, unless it acknowledges them first (each
@@ -56,7 +67,6 @@ extension CountdownStore {
             heartbeatInterval: Duration = .seconds(1),
             leaseDuration: Duration = .seconds(2),
             clockEditTolerance: Duration = .seconds(1),
-            busyTimeout: Duration = .seconds(10),
             durability: Durability = .normal,
             claimTimeout: Duration = .seconds(30),
             logger: Logger = Logger(label: "CountdownStore")
@@ -65,10 +75,28 @@ extension CountdownStore {
             self.heartbeatInterval = heartbeatInterval
             self.leaseDuration = leaseDuration
             self.clockEditTolerance = clockEditTolerance
-            self.busyTimeout = busyTimeout
             self.durability = durability
             self.claimTimeout = claimTimeout
             self.logger = logger
+        }
+
+        /// A configuration with SQLite's busy timeout in it, as before it moved to SQLite's
+        /// opening.
+        @available(*, deprecated, message: "give SQLiteOptions(busyTimeout:) to CountdownStore(path:configuration:sqlite:)")
+        public init(
+            clock: any StoreClock = SystemClock(),
+            heartbeatInterval: Duration = .seconds(1),
+            leaseDuration: Duration = .seconds(2),
+            clockEditTolerance: Duration = .seconds(1),
+            busyTimeout: Duration,
+            durability: Durability = .normal,
+            claimTimeout: Duration = .seconds(30),
+            logger: Logger = Logger(label: "CountdownStore")
+        ) {
+            self.init(
+                clock: clock, heartbeatInterval: heartbeatInterval, leaseDuration: leaseDuration,
+                clockEditTolerance: clockEditTolerance, durability: durability, claimTimeout: claimTimeout, logger: logger)
+            sqliteBusyTimeout = busyTimeout
         }
 
         /// The lease duration, at least a second: how long a stop waits for the database unless
@@ -124,15 +152,20 @@ extension CountdownStore {
 
     /// What an acknowledged operation survives.
     ///
-    /// Either way a killed process loses nothing it was told had committed, and the file stays
-    /// sound through a power loss; the two differ in what a power loss or kernel crash takes back.
+    /// Either way a killed process loses nothing it was told had committed, and the database
+    /// stays sound through a power loss; the two differ in what a power loss or kernel crash
+    /// takes back.
     public enum Durability: String, Sendable, Hashable, CaseIterable {
-        /// SQLite's `synchronous=NORMAL` in WAL mode: the write-ahead log is synced at checkpoints,
-        /// not at every commit. A power loss may take back the last commits (always the newest
-        /// ones: what survives is a prefix of what was acknowledged), never tear the file.
+        /// The engine's everyday setting. A power loss may take back the last commits (always the
+        /// newest ones: what survives is a prefix of what was acknowledged), never tear the
+        /// database. On SQLite, `synchronous=NORMAL` in WAL mode: the write-ahead log is synced
+        /// at checkpoints, not at every commit. On PostgreSQL, the server's `synchronous_commit`
+        /// decides (its default, `on`, takes back nothing acknowledged).
         case normal
-        /// SQLite's `synchronous=FULL`: every commit is synced before it returns, so a power loss
-        /// takes back nothing acknowledged. Each commit costs a disk sync.
+        /// Every commit is on disk before it returns, so a power loss takes back nothing
+        /// acknowledged; each commit costs a disk sync. On SQLite, `synchronous=FULL`. On
+        /// PostgreSQL, every write transaction sets `synchronous_commit = on`, whatever the
+        /// server's setting.
         case full
     }
 }

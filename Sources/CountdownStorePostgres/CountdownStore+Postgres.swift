@@ -35,11 +35,13 @@ extension CountdownStore {
     ///   - wakeUps: how this host learns of other hosts' writes; `nil`: as the string says, else
     ///     ``PostgresWakeUps/notifications``. Through PgBouncer in transaction pooling, use
     ///     ``PostgresWakeUps/pollOnly``.
-    ///   - configuration: the same settings as for SQLite, less two that are SQLite's alone:
-    ///     ``Configuration/busyTimeout`` (a write here waits for another host's as the server's
-    ///     own `lock_timeout` allows) and ``Configuration/durability`` (the server's
-    ///     `synchronous_commit` decides). A host frozen or cut off inside a transaction gives its
-    ///     locks up after half of ``Configuration/leaseDuration`` (at least a second).
+    ///   - configuration: the store's settings. ``Configuration/durability``: with
+    ///     ``Durability/full`` every write transaction sets `synchronous_commit = on` for itself,
+    ///     whatever the server's setting; with ``Durability/normal`` the server's setting decides
+    ///     (PostgreSQL's default, `on`, already flushes every commit). A write waits for another
+    ///     host's as the server's own `lock_timeout` allows. A host frozen or cut off inside a
+    ///     transaction gives its locks up after half of ``Configuration/leaseDuration`` (at least
+    ///     a second).
     /// - Throws: ``CountdownError/Code/invalidArgument`` for a string that does not parse or
     ///   names a parameter not supported (naming it, password hidden), or a TLS file that cannot
     ///   be read; ``CountdownError/Code/ioFailure`` when no server can be used, with each
@@ -103,7 +105,7 @@ extension CountdownStore {
     ///   - wakeUps: how this host learns of other hosts' writes. With
     ///     ``PostgresWakeUps/notifications`` a running ticker keeps one of the client's
     ///     connections listening.
-    ///   - configuration: the same settings as for SQLite.
+    ///   - configuration: the store's settings, as for ``init(postgresURL:schema:wakeUps:configuration:)``.
     public convenience init(
         client: PostgresClient, schema: String? = nil, wakeUps: PostgresWakeUps = .notifications,
         configuration: Configuration = Configuration()
@@ -150,7 +152,7 @@ extension CountdownStore {
             databaseClock: databaseClock, wakeUps: wakeUps,
             clockStepToleranceMs: max(1, configuration.clockEditTolerance.milliseconds),
             channel: notificationChannel(schema: schema), eventLockClass: eventLockClass(schema: schema),
-            clock: configuration.clock, beforeCommit: beforeCommit,
+            clock: configuration.clock, syncsEveryCommit: configuration.durability == .full, beforeCommit: beforeCommit,
             statements: PostgresStatements(
                 prefix: prefix, insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes),
             abandonment: EngineAbandonment(),

@@ -44,6 +44,9 @@ struct PostgresEngine: StorageEngine {
     let eventLockClass: Int32
     /// This host's clocks (the configuration's): the boot clock brackets each reading of the server's.
     let clock: any StoreClock
+    /// Whether every write transaction waits for its commit to be flushed, whatever the server's
+    /// `synchronous_commit` (``CountdownStore/Durability/full``).
+    let syncsEveryCommit: Bool
     /// Called in every write transaction right before its COMMIT (tests hold a writer there).
     let beforeCommit: (@Sendable () -> Void)?
     /// The statements sent most, written for this store's schema.
@@ -143,6 +146,10 @@ struct PostgresEngine: StorageEngine {
                         try tx.sendUnanswered(
                             writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
                             isBegin: true)
+                        if writing && syncsEveryCommit {
+                            // Pipelined with the BEGIN: no round trip of its own.
+                            try tx.sendUnanswered("SET LOCAL synchronous_commit = on", isBegin: true)
+                        }
                         do {
                             let value = try body(tx)
                             if writing {

@@ -6,38 +6,73 @@ import GRDB
 // that database, and folding its write-ahead log in.
 
 extension CountdownStore {
+    /// What only a store on SQLite has to say: how its connection waits for other processes.
+    public struct SQLiteOptions: Sendable, Hashable {
+        /// How long a write waits for another process's write lock before failing. Default: 10 s.
+        public var busyTimeout: Duration
+
+        /// Options with the stated defaults, any of which can be overridden here.
+        public init(busyTimeout: Duration = .seconds(10)) {
+            self.busyTimeout = busyTimeout
+        }
+    }
+
     /// Opens (or creates, with mode 0600) the store at `path` and brings its schema up to date.
     ///
+    /// - Parameters:
+    ///   - path: the database file.
+    ///   - configuration: the store's settings. ``Configuration/durability`` is SQLite's
+    ///     `synchronous` setting here: `NORMAL` for ``Durability/normal``, `FULL` for
+    ///     ``Durability/full``.
+    ///   - sqlite: SQLite's own settings; `nil`: the defaults (or the deprecated
+    ///     ``Configuration/busyTimeout``, when set).
     /// - Throws: ``CountdownError`` when the file is not SQLite, belongs to something else,
     ///   was written by a newer CountdownStore, or cannot be opened. The file is never overwritten.
-    public convenience init(path: String, configuration: Configuration = Configuration()) throws(CountdownError) {
+    public convenience init(
+        path: String, configuration: Configuration = Configuration(), sqlite: SQLiteOptions? = nil
+    ) throws(CountdownError) {
+        let options = sqlite ?? SQLiteOptions(from: configuration)
         let queue = try DatabaseOpening.open(
-            path: path, busyTimeout: configuration.busyTimeout, durability: configuration.durability)
-        try self.init(sqlite: queue, path: path, owns: true, configuration: configuration)
+            path: path, busyTimeout: options.busyTimeout, durability: configuration.durability)
+        try self.init(sqlite: queue, path: path, owns: true, configuration: configuration, options: options)
     }
 
     /// Opens a store inside the host's own GRDB database (a `DatabaseQueue` or `DatabasePool`),
-    /// whose connection settings stay the host's. The countdown tables and views are added
-    /// beside the host's own tables.
-    public convenience init(database: any DatabaseWriter, configuration: Configuration = Configuration()) throws(CountdownError) {
-        try self.init(sqlite: database, path: nil, owns: false, configuration: configuration)
+    /// whose connection settings stay the host's (``Configuration/durability`` does not change
+    /// them). The countdown tables and views are added beside the host's own tables.
+    /// `sqlite`: how long the store's writes wait for other processes' (`nil`: the defaults).
+    public convenience init(
+        database: any DatabaseWriter, configuration: Configuration = Configuration(), sqlite: SQLiteOptions? = nil
+    ) throws(CountdownError) {
+        try self.init(
+            sqlite: database, path: nil, owns: false, configuration: configuration,
+            options: sqlite ?? SQLiteOptions(from: configuration))
     }
 
-    private convenience init(sqlite database: any DatabaseWriter, path: String?, owns: Bool, configuration: Configuration) throws(CountdownError) {
+    private convenience init(
+        sqlite database: any DatabaseWriter, path: String?, owns: Bool, configuration: Configuration, options: SQLiteOptions
+    ) throws(CountdownError) {
         let engine = try translatingErrorsNow(path: path) {
             try SQLiteRepository(
-                writer: database, path: owns ? path : nil, busyTimeout: configuration.busyTimeout,
+                writer: database, path: owns ? path : nil, busyTimeout: options.busyTimeout,
                 durability: configuration.durability, clock: configuration.clock)
         }
         self.init(engine: engine, path: path, configuration: configuration)
     }
 
-    /// The GRDB database the store writes to.
+    /// The GRDB database the store writes to, or `nil` for a store on another engine.
+    public var sqliteDatabase: (any DatabaseWriter)? {
+        (engine as? SQLiteRepository)?.writer
+    }
+
+    /// The GRDB database the store writes to. Stops the process on a store of another engine:
+    /// use ``sqliteDatabase``, `nil` there.
+    @available(*, deprecated, message: "use sqliteDatabase, which is nil for a store on another engine instead of stopping the process")
     public var database: any DatabaseWriter {
-        guard let sqlite = engine as? SQLiteRepository else {
+        guard let database = sqliteDatabase else {
             preconditionFailure("this store is not on SQLite: it has no GRDB database")
         }
-        return sqlite.writer
+        return database
     }
 
     /// Folds the write-ahead log back into the database file and truncates it
@@ -57,4 +92,11 @@ extension CountdownStore {
         try await translatingErrors(path: path) { try await engine.checkpointLog() }
     }
 
+}
+
+extension CountdownStore.SQLiteOptions {
+    /// The defaults, with the busy timeout a configuration still carries (deprecated there).
+    init(from configuration: CountdownStore.Configuration) {
+        self.init(busyTimeout: configuration.sqliteBusyTimeout ?? .seconds(10))
+    }
 }

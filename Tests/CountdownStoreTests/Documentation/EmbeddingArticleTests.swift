@@ -386,7 +386,7 @@ struct EmbeddingArticleTests {
         var configuration = countdownConfiguration(logger: hostLogger)
         configuration.clock = clock
         #expect(configuration.heartbeatInterval == .seconds(1) && configuration.leaseDuration == .seconds(2))
-        #expect(configuration.clockEditTolerance == .seconds(1) && configuration.busyTimeout == .seconds(10))
+        #expect(configuration.clockEditTolerance == .seconds(1) && CountdownStore.SQLiteOptions().busyTimeout == .seconds(10))
         let store = try CountdownStore(path: folder.path(), configuration: configuration)
         let ticker = CountdownTicker(store: store)
         let running = Task { try await ticker.run() }

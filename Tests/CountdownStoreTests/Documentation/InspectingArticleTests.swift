@@ -157,7 +157,7 @@ struct InspectingArticleTests {
     func everyColumnIsDescribed() async throws {
         let folder = try TemporaryFolder()
         let store = try CountdownStore(path: folder.path())
-        let schema = try await store.database.read { db -> [(String, [String])] in
+        let schema = try await store.grdb.read { db -> [(String, [String])] in
             let names = try String.fetchAll(
                 db, sql: "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' ORDER BY name")
             return try names.map { name in (name, try db.columns(in: name).map(\.name)) }

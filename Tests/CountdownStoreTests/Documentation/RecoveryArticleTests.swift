@@ -275,7 +275,7 @@ struct RecoveryArticleTests {
         let folder = try TemporaryFolder()
         let path = folder.path()
         let store = try CountdownStore(path: path, configuration: .init(durability: .full))
-        let synchronous = try await store.database.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        let synchronous = try await store.grdb.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
         #expect(synchronous == 2, "synchronous = FULL")
         try await store.close()
     }

@@ -431,7 +431,7 @@ private struct TimeModelArticleFigures: Sendable {
     var paused: Int64
 
     static func read(_ store: CountdownStore) async throws -> [String: TimeModelArticleFigures] {
-        try await store.database.read { db in
+        try await store.grdb.read { db in
             var figures: [String: TimeModelArticleFigures] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT key, start_offset_ms, gap_at_start_ms, paused_ms FROM countdowns") {
                 figures[row["key"]] = TimeModelArticleFigures(

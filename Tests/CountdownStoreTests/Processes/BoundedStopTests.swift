@@ -224,7 +224,7 @@ struct BoundedStopTests {
 
         // A store that waited for the lock at opening or closing would wait the whole busy
         // timeout (then go on without it): the bound is below that.
-        let limit = Double(CountdownStore.Configuration().busyTimeout.milliseconds) / 2000
+        let limit = Double(CountdownStore.SQLiteOptions().busyTimeout.milliseconds) / 2000
         let shown = try HelperProcess.run(countdownBinary, ["--db", db, "show", "order-1", "--json"], limit: limit)
         #expect(shown.status == 0, "\(shown.stderr)")
         #expect(shown.stdout.contains("\"key\":\"order-1\""), "\(shown.stdout)")

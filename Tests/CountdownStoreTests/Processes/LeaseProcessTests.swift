@@ -75,11 +75,11 @@ struct LeaseProcessTests {
 
         let keys = (0..<300).map { "order-\($0)" }
         try await writer.start(keys.enumerated().map { .countdown($1, duration: .milliseconds(500 + Int64($0) * 10)) })
-        let leaseBefore = try await writer.database.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
+        let leaseBefore = try await writer.grdb.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
         await first.kill(SIGKILL)
-        let leaseAtDeath = try await writer.database.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
+        let leaseAtDeath = try await writer.grdb.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
         try await eventually("the second host took over") { try Self.holderPID(reader) == second.pid }
-        let leaseAfter = try await writer.database.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
+        let leaseAfter = try await writer.grdb.read { db in try Lease(row: try Row.fetchOne(db, sql: "SELECT * FROM countdown_lease")!) }
 
         // From the store's own records: the dead holder's last heartbeat to the takeover.
         let leaseMs = CountdownStore.Configuration().leaseDuration.milliseconds
@@ -98,7 +98,7 @@ struct LeaseProcessTests {
         await second.kill(SIGTERM)
         #expect(second.process.terminationStatus == 0, "SIGTERM stops the host gracefully")
         #expect(try Self.holderPID(reader) == nil, "the lease was freed on the way out")
-        let integrity = try await writer.database.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
+        let integrity = try await writer.grdb.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
         // The surviving host printed the expiries it fired or found unacknowledged.
         #expect(second.lines().filter { $0.contains("\"event\":\"expired\"") }.count >= 1)

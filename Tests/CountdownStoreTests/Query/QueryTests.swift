@@ -66,7 +66,7 @@ struct QueryTests {
         // Without statistics SQLite once preferred sorting every paused item (through the
         // state index) to walking the index already in order: plans must not depend on them.
         for analyzed in [false, true] {
-        if analyzed { try await store.database.write { db in try db.execute(sql: "ANALYZE") } }
+        if analyzed { try await store.grdb.write { db in try db.execute(sql: "ANALYZE") } }
         for (name, body) in [
             ("nextDeadline", { _ = try await store.nextDeadline() }),
             ("active", { _ = try await store.active(limit: 20) }),

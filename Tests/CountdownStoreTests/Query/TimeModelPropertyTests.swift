@@ -592,7 +592,7 @@ struct TimeModelPropertyTests {
         if let engine = store.engine as? PostgresEngine, let schema = engine.schema {
             return try await postgresTables(schema: schema)
         }
-        return try await store.database.read { db in
+        return try await store.grdb.read { db in
             var tables = Tables()
             for row in try Row.fetchAll(db, sql: "SELECT * FROM countdowns") {
                 tables.countdowns[row["key"]] = "\(row)"

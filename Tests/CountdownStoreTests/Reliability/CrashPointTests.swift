@@ -78,7 +78,7 @@ struct CrashPointTests {
             return verdict
         }
         let probeSQL = probe?.sql
-        let (integrity, probed) = try await store.database.read { db in
+        let (integrity, probed) = try await store.grdb.read { db in
             (
                 try String.fetchAll(db, sql: "PRAGMA integrity_check"),
                 try probeSQL.map { try String.fetchOne(db, sql: "SELECT CAST((\($0)) AS TEXT)") ?? "NULL" }

@@ -45,7 +45,7 @@ struct PowerLossTests {
             Issue.record("\(label): after the power loss the store did not open: \(error)")
             return
         }
-        let (integrity, keys) = try await store.database.read { db in
+        let (integrity, keys) = try await store.grdb.read { db in
             (try String.fetchAll(db, sql: "PRAGMA integrity_check"), try String.fetchAll(db, sql: "SELECT key FROM countdowns"))
         }
         #expect(integrity == ["ok"], "\(label)")

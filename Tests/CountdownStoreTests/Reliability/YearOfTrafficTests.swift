@@ -79,7 +79,7 @@ struct YearOfTrafficTests {
     static func sizes(_ store: CountdownStore, _ fixture: Fixture) async throws -> Sizes {
         if fixture.engine == .sqlite {
             _ = try await store.checkpointWAL()
-            let rows = try await store.database.read { db in
+            let rows = try await store.grdb.read { db in
                 try Dictionary(uniqueKeysWithValues: tables.map { ($0, try Int.fetchOne(db, sql: "SELECT count(*) FROM \($0)") ?? 0) })
             }
             let attributes = try FileManager.default.attributesOfItem(atPath: fixture.path)

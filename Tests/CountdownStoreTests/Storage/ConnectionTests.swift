@@ -11,7 +11,7 @@ struct ConnectionTests {
     func connectionSettings() async throws {
         let fixture = try Fixture()
         let store = try await fixture.open()
-        let settings = try await store.database.write { db in
+        let settings = try await store.grdb.write { db in
             (
                 try String.fetchOne(db, sql: "PRAGMA journal_mode"),
                 try Int.fetchOne(db, sql: "PRAGMA trusted_schema"),
@@ -27,7 +27,7 @@ struct ConnectionTests {
         #expect(settings.3 == 1, "synchronous = NORMAL")
         // Defensive mode refuses writes to the schema table even with writable_schema on.
         await #expect(throws: (any Error).self) {
-            try await store.database.writeWithoutTransaction { db in
+            try await store.grdb.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA writable_schema = ON")
                 try db.execute(sql: "UPDATE sqlite_master SET sql = 'garbage' WHERE name = 'countdowns'")
             }
@@ -90,12 +90,29 @@ struct ConnectionTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.path)) == truncated)
     }
 
+    @Test("SQLite's busy timeout: the opening's options, else the one a configuration still carries (deprecated), else 10 s")
+    func busyTimeoutComesFromTheOpening() async throws {
+        let fixture = try Fixture()
+        func timeout(_ store: CountdownStore) -> Duration? { (store.engine as? SQLiteRepository)?.busyTimeout }
+        let plain = try CountdownStore(path: fixture.path, configuration: fixture.configuration)
+        #expect(timeout(plain) == .seconds(10))
+        try await plain.close()
+        var carrying = fixture.configuration
+        carrying.sqliteBusyTimeout = .milliseconds(700)  // what the deprecated `busyTimeout` sets
+        let old = try CountdownStore(path: fixture.path, configuration: carrying)
+        #expect(timeout(old) == .milliseconds(700))
+        try await old.close()
+        let given = try CountdownStore(path: fixture.path, configuration: carrying, sqlite: .init(busyTimeout: .seconds(3)))
+        #expect(timeout(given) == .seconds(3), "the opening's options win")
+        #expect(given.sqliteDatabase != nil)
+        try await given.close()
+    }
+
     @Test("A lock held past the busy timeout is databaseBusy, converted once: it names the file and keeps SQLite's error")
     func busyIsACodeWithThePathAndTheUnderlyingError() async throws {
         let fixture = try Fixture()
-        var configuration = fixture.configuration
-        configuration.busyTimeout = .milliseconds(50)
-        let store = try CountdownStore(path: fixture.path, configuration: configuration)
+        let store = try CountdownStore(
+            path: fixture.path, configuration: fixture.configuration, sqlite: .init(busyTimeout: .milliseconds(50)))
         try await store.start("k", duration: .minutes(5))
         var holding = GRDB.Configuration()
         holding.allowsUnsafeTransactions = true  // another process holding the write lock
@@ -192,7 +209,7 @@ struct ConnectionTests {
         let counts = try await first.counts()
         #expect(counts.total == 500)
         #expect(counts.count(.paused) == 100)
-        let integrity = try await first.database.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
+        let integrity = try await first.grdb.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
     }
 
@@ -204,9 +221,9 @@ struct ConnectionTests {
         let fixture = try Fixture()
         let store = try await fixture.open()
         for index in 0..<300 {
-            try await store.database.write { db in try db.execute(sql: "SELECT 1") }
+            try await store.grdb.write { db in try db.execute(sql: "SELECT 1") }
             try await store.start("k\(index)", duration: .seconds(60))
-            try await store.database.read { db in _ = try Int.fetchOne(db, sql: "SELECT 1") }
+            try await store.grdb.read { db in _ = try Int.fetchOne(db, sql: "SELECT 1") }
             try await store.heartbeat()
             _ = try await store.active(limit: 5)
         }

@@ -31,12 +31,12 @@ struct MigrationTests {
     func freshDatabaseRecordsEveryMigration() async throws {
         let fixture = try Fixture()
         let store = try await fixture.open()
-        let applied = try await store.database.read { db in try Migrator.applied(db) }
+        let applied = try await store.grdb.read { db in try Migrator.applied(db) }
         #expect(applied == Migration.embedded.map(\.name))
         try await store.close()
         // Opening again applies nothing twice.
         let again = try await fixture.open()
-        #expect(try await again.database.read { db in try Migrator.applied(db) } == applied)
+        #expect(try await again.grdb.read { db in try Migrator.applied(db) } == applied)
     }
 
     @Test("A database made by 0001 alone and filled by hand upgrades in place")
@@ -73,11 +73,11 @@ struct MigrationTests {
         fixture.clock.advance(by: .seconds(60))
 
         let store = try await fixture.open()
-        #expect(try await store.database.read { db in try Migrator.applied(db) } == Migration.embedded.map(\.name))
+        #expect(try await store.grdb.read { db in try Migrator.applied(db) } == Migration.embedded.map(\.name))
         let item = try #require(try await store.countdown("old-order"))
         #expect(item.remaining == .seconds(540))
         #expect(item.group == "payments")
-        let viewRows = try await store.database.read { db in
+        let viewRows = try await store.grdb.read { db in
             // (The views read the real clock, the store a virtual one: only the row's presence is compared.)
             try Row.fetchAll(db, sql: "SELECT key, remaining_ms FROM countdown_figures").map { "\($0["key"] as String)" }
         }
@@ -92,7 +92,7 @@ struct MigrationTests {
         do {
             let store = try await fixture.open()
             try await store.start("keep-me", duration: .minutes(5))
-            try await store.database.write { db in
+            try await store.grdb.write { db in
                 try db.execute(sql: "INSERT INTO countdown_migrations (name, applied_at_ms) VALUES ('9999_from_the_future.sql', 0)")
             }
             try await store.close()

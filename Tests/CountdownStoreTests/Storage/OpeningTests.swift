@@ -77,7 +77,7 @@ struct OpeningTests {
         let path = folder.path()
         let store = try CountdownStore(path: path, configuration: .init(clock: VirtualClock()))
         try await store.start("a", duration: .seconds(10))
-        try await store.database.write { db in try db.execute(sql: "DELETE FROM countdown_clock") }
+        try await store.grdb.write { db in try db.execute(sql: "DELETE FROM countdown_clock") }
         try await store.close()
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
 

@@ -22,6 +22,31 @@ struct PostgresEngineTests {
         #expect(try await store.countdown("order-2")?.payload == .bytes(Data([0, 1, 2])))
         #expect(try await events(store).map(\.kind) == ["started", "started", "expired"])
     }
+
+    @Test("Durability on PostgreSQL: .full makes every write transaction flush its commit whatever the server says; .normal leaves the server's setting")
+    func durabilityIsSynchronousCommit() async throws {
+        let server = try TestPostgres.shared()
+        let schema = "durability_\(UUID().uuidString.prefix(8).lowercased())"
+        // A server whose sessions do not wait for their commits to be flushed.
+        let url = server.url + "?sslmode=disable&options=-c%20synchronous_commit%3Doff"
+        for (durability, expected) in [(CountdownStore.Durability.normal, "off"), (.full, "on")] {
+            var configuration = CountdownStore.Configuration()
+            configuration.durability = durability
+            let store = try await CountdownStore(postgresURL: url, schema: schema, configuration: configuration)
+            let engine = try #require(store.engine as? PostgresEngine)
+            func setting(writing: Bool) async throws -> String? {
+                try await engine.transaction(writing: writing) { tx in
+                    try tx.run("SHOW synchronous_commit").rows.first.map { try $0.decode(String.self) }
+                }
+            }
+            #expect(try await setting(writing: true) == expected, "a write transaction with \(durability)")
+            #expect(try await setting(writing: false) == "off", "reads leave the session's setting")
+            try await store.start("order-\(durability)", duration: .minutes(5))
+            #expect(try await store.countdown("order-\(durability)")?.state == .running)
+            #expect(store.sqliteDatabase == nil, "no GRDB database on PostgreSQL, and no trap")
+            try await store.close()
+        }
+    }
 }
 
 @Suite("PostgreSQL wake-ups", .timeLimit(.minutes(2)))

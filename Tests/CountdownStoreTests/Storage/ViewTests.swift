@@ -36,7 +36,7 @@ struct ViewTests {
             }
             return result
         }
-        return try await store.database.read { db in
+        return try await store.grdb.read { db in
             var result: [String: ViewRow] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT * FROM \(view)") {
                 let key: String = row["key"]

@@ -100,7 +100,7 @@ func snapshot(_ store: CountdownStore) async throws -> [String] {
     if let engine = store.engine as? PostgresEngine, let schema = engine.schema {
         return try await PostgresFixtures.snapshot(schema: schema)
     }
-    return try await store.database.read { db in
+    return try await store.grdb.read { db in
         var lines: [String] = []
         for table in ["countdowns", "countdown_clock", "countdown_lease", "countdown_events", "countdown_consumers", "countdown_migrations"] {
             for row in try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY rowid") {
@@ -135,7 +135,7 @@ func events(_ store: CountdownStore, key: String? = nil, kind: String? = nil) as
             }
         }
     }
-    return try await store.database.read { db in
+    return try await store.grdb.read { db in
         try Row.fetchAll(
             db,
             sql: """
@@ -154,4 +154,11 @@ func events(_ store: CountdownStore, key: String? = nil, kind: String? = nil) as
 extension Duration {
     static func minutes(_ minutes: Int64) -> Duration { .seconds(minutes * 60) }
     static func hours(_ hours: Int64) -> Duration { .seconds(hours * 3600) }
+}
+
+extension CountdownStore {
+    /// The store's GRDB database; on a store of another engine the test fails here.
+    var grdb: any DatabaseWriter {
+        get throws { try #require(sqliteDatabase, "a store on SQLite") }
+    }
 }

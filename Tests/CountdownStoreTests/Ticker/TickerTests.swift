@@ -238,7 +238,7 @@ struct TickerTests {
         let fixture = try Fixture()
         let store = try await fixture.open()
         func automaticCheckpoint() async throws -> Int? {
-            try await store.database.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
+            try await store.grdb.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
         }
         #expect(try await automaticCheckpoint() == 262_144, "a commit checkpoints by itself only past 1 GiB of WAL")
         let running = await RunningTicker(store)
@@ -285,7 +285,7 @@ struct TickerTests {
         fixture.configuration.durability = .full
         let store = try await fixture.open()
         func automaticCheckpoint() async throws -> Int? {
-            try await store.database.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
+            try await store.grdb.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
         }
         #expect(try await automaticCheckpoint() == 1000)
         func walBytes() throws -> Int {

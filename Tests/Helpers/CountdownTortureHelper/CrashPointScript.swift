@@ -182,7 +182,7 @@ struct CrashPointScript {
                 FileHandle.standardError.write(Data("unknown operation \(self.operation)\n".utf8))
                 exit(64)
             }
-            let before = try await store.database.read { db in try String.fetchOne(db, sql: "SELECT CAST((\(operation.probe)) AS TEXT)") } ?? "NULL"
+            let before = try await store.sqliteDatabase!.read { db in try String.fetchOne(db, sql: "SELECT CAST((\(operation.probe)) AS TEXT)") } ?? "NULL"
             say("before \(before)\t\(operation.probe)")
             try await operation.run(store) { trap.arm() }
         }

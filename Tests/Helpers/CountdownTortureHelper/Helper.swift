@@ -173,7 +173,7 @@ enum Helper {
         let store = try CountdownStore(path: path)
         // Free the lease and the consumer claims of a killed worker at once, then expire and
         // deliver everything due.
-        try await store.database.write { db in
+        try await store.sqliteDatabase!.write { db in
             try db.execute(sql: "UPDATE countdown_lease SET holder = NULL, expires_at_ms = 0")
             try db.execute(sql: "UPDATE countdown_consumer_claims SET claimed_until_ms = 0")
         }
