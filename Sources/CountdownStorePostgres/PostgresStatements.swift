@@ -51,36 +51,36 @@ struct PostgresStatements: Sendable {
             """
     }
 
-    init(prefix p: String, insertColumns: String, insertTypes: [String]) {
-        prefix = p
+    init(prefix schemaPrefix: String, insertColumns: String, insertTypes: [String]) {
+        prefix = schemaPrefix
         self.insertColumns = insertColumns
         self.insertTypes = insertTypes
-        lastNumberedEvent = "SELECT coalesce(pg_sequence_last_value(\(Self.eventSequence(prefix: p))), 0)"
+        lastNumberedEvent = "SELECT coalesce(pg_sequence_last_value(\(Self.eventSequence(prefix: schemaPrefix))), 0)"
         // A function of the schema (migration 0003): the server plans its query once per connection.
-        clocks = "SELECT * FROM \(p)countdown_clocks()"
+        clocks = "SELECT * FROM \(schemaPrefix)countdown_clocks()"
         let marks = insertTypes.indices.map { index in
             index == 6
-                ? "greatest($7::bigint, coalesce((SELECT generation + 1 FROM \(p)countdown_retired_keys WHERE key = $1::text), 0))"
+                ? "greatest($7::bigint, coalesce((SELECT generation + 1 FROM \(schemaPrefix)countdown_retired_keys WHERE key = $1::text), 0))"
                 : "$\(index + 1)::\(insertTypes[index])"
         }
         insertNew = """
-            INSERT INTO \(p)countdowns (\(insertColumns)) SELECT \(marks.joined(separator: ", "))
+            INSERT INTO \(schemaPrefix)countdowns (\(insertColumns)) SELECT \(marks.joined(separator: ", "))
             ON CONFLICT (key) DO NOTHING RETURNING id, generation
             """
         update = """
-            UPDATE \(p)countdowns SET key = $2, group_name = $3, kind = $4, policy = $5, state = $6,
+            UPDATE \(schemaPrefix)countdowns SET key = $2, group_name = $3, kind = $4, policy = $5, state = $6,
                 duration_ms = $7, generation = $8, start_offset_ms = $9, gap_at_start_ms = $10, started_at_ms = $11,
                 paused_ms = $12, paused_at_ms = $13, deadline_ms = $14, final_elapsed_ms = $15, ended_at_ms = $16,
                 expired_at_ms = $17, payload = $18, payload_bytes = $19, updated_at_ms = $20
             WHERE id = $1
             """
-        oneEvent = Self.insertEvents(prefix: p, count: 1, notifying: false)
-        oneEventNotifying = Self.insertEvents(prefix: p, count: 1, notifying: true)
+        oneEvent = Self.insertEvents(prefix: schemaPrefix, count: 1, notifying: false)
+        oneEventNotifying = Self.insertEvents(prefix: schemaPrefix, count: 1, notifying: true)
         // The item's columns, the lock class, the NOTIFY, the event's columns but its generation and `ord`.
         let types = insertTypes + ["int", "text", "text"]
             + Self.eventTypes.dropLast().enumerated().filter { $0.offset != 3 }.map(\.element)
         let arguments = types.enumerated().map { "$\($0.offset + 1)::\($0.element)" }
-        insertNewWithEvent = "SELECT * FROM \(p)countdown_insert_with_event(\(arguments.joined(separator: ", ")))"
+        insertNewWithEvent = "SELECT * FROM \(schemaPrefix)countdown_insert_with_event(\(arguments.joined(separator: ", ")))"
     }
 
     /// ``insertNew`` and, if it inserted, the item's event under its writer's lock (class $20),
@@ -96,11 +96,11 @@ struct PostgresStatements: Sendable {
     }
 
     /// The event sequence, as a `regclass` literal.
-    private static func eventSequence(prefix p: String) -> String {
-        "'" + (p + "countdown_events_id_seq").replacingOccurrences(of: "'", with: "''") + "'::regclass"
+    private static func eventSequence(prefix schemaPrefix: String) -> String {
+        "'" + (schemaPrefix + "countdown_events_id_seq").replacingOccurrences(of: "'", with: "''") + "'::regclass"
     }
 
-    private static func insertEvents(prefix p: String, count: Int, notifying: Bool) -> String {
+    private static func insertEvents(prefix schemaPrefix: String, count: Int, notifying: Bool) -> String {
         var next = notifying ? 4 : 2
         var rows: [String] = []
         rows.reserveCapacity(count)
@@ -111,11 +111,11 @@ struct PostgresStatements: Sendable {
             }
             rows.append("(" + marks.joined(separator: ", ") + ")")
         }
-        let lock = "\(p)countdown_lock_event_writer($1::int)" + (notifying ? ", pg_notify($2, $3)" : "")
+        let lock = "\(schemaPrefix)countdown_lock_event_writer($1::int)" + (notifying ? ", pg_notify($2, $3)" : "")
         // The lock is taken before any ID is drawn: no row of the join exists before its one row.
         return """
             WITH locked AS MATERIALIZED (SELECT \(lock))
-            INSERT INTO \(p)countdown_events (\(eventColumns))
+            INSERT INTO \(schemaPrefix)countdown_events (\(eventColumns))
             SELECT \(eventColumns) FROM locked, (VALUES \(rows.joined(separator: ", "))) AS v(\(eventColumns), ord)
             ORDER BY ord
             """

@@ -39,7 +39,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         self.watch = watch
     }
 
-    private var p: String { engine.prefix }
+    private var schemaPrefix: String { engine.prefix }
 
     // MARK: Statements
 
@@ -120,7 +120,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         ["text", "text", "text", "text", "text"] + Array(repeating: "bigint", count: 11) + ["text", "bytea", "bigint"]
 
     /// The core's columns (``ItemRecord/selectedColumns``), then the bytes of a binary payload.
-    private var selectItems: String { "SELECT \(ItemRecord.selectedColumns), payload_bytes FROM \(p)countdowns" }
+    private var selectItems: String { "SELECT \(ItemRecord.selectedColumns), payload_bytes FROM \(schemaPrefix)countdowns" }
 
     private static func item(_ row: PostgresRow) throws -> ItemRecord {
         try ItemRecord(row: PostgresRecordRow(row, payloadBytesColumn: 19))
@@ -144,7 +144,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     /// The core's columns (``EventRecord/selectedColumns``), then the bytes of a binary payload.
-    private var selectEvents: String { "SELECT \(EventRecord.selectedColumns), payload_bytes FROM \(p)countdown_events" }
+    private var selectEvents: String { "SELECT \(EventRecord.selectedColumns), payload_bytes FROM \(schemaPrefix)countdown_events" }
 
     private static func event(_ row: PostgresRow) throws -> EventRecord {
         try EventRecord(row: PostgresRecordRow(row, payloadBytesColumn: 11))
@@ -153,18 +153,18 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     // MARK: Reading
 
     func holdsItemsOrEvents() throws -> Bool {
-        try run("SELECT EXISTS (SELECT 1 FROM \(p)countdowns) OR EXISTS (SELECT 1 FROM \(p)countdown_events)")
+        try run("SELECT EXISTS (SELECT 1 FROM \(schemaPrefix)countdowns) OR EXISTS (SELECT 1 FROM \(schemaPrefix)countdown_events)")
             .rows.first?.decode(Bool.self) ?? false
     }
 
     func checkpoint() throws -> Checkpoint? {
-        try run("SELECT \(Checkpoint.selectedColumns) FROM \(p)countdown_clock WHERE id = 1").rows.first.map {
+        try run("SELECT \(Checkpoint.selectedColumns) FROM \(schemaPrefix)countdown_clock WHERE id = 1").rows.first.map {
             try Checkpoint(row: PostgresRecordRow($0))
         }
     }
 
     func lease() throws -> Lease {
-        try run("SELECT \(Lease.selectedColumns) FROM \(p)countdown_lease WHERE id = 1").rows.first.map {
+        try run("SELECT \(Lease.selectedColumns) FROM \(schemaPrefix)countdown_lease WHERE id = 1").rows.first.map {
             try Lease(row: PostgresRecordRow($0))
         } ?? Lease(holder: nil, acquiredAtMs: nil, expiresAtMs: 0)
     }
@@ -260,7 +260,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func dueCounts(policy: CountdownPolicy, dueBy deadline: Int64) throws -> [(group: String?, count: Int)] {
         try run(
             """
-            SELECT group_name, count(*) FROM \(p)countdowns
+            SELECT group_name, count(*) FROM \(schemaPrefix)countdowns
             WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = $1 AND deadline_ms <= $2 GROUP BY group_name
             """, [.text(policy.rawValue), .int(deadline)]
         ).rows.map { row in
@@ -270,7 +270,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func counts() throws -> [CountRow] {
-        try run("SELECT state, group_name, count(*) FROM \(p)countdowns GROUP BY state, group_name").rows.compactMap { row in
+        try run("SELECT state, group_name, count(*) FROM \(schemaPrefix)countdowns GROUP BY state, group_name").rows.compactMap { row in
             let r = row.makeRandomAccess()
             guard let state = CountdownState(rawValue: try r[0].decode(String.self)) else { return nil }
             return CountRow(state: state, group: try r[1].decode(String?.self), count: Int(try r[2].decode(Int64.self)))
@@ -288,7 +288,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
 
     func lastEventID() throws -> Int64 {
         try flushEvents()
-        return try run("SELECT coalesce(max(id), 0) FROM \(p)countdown_events WHERE id <= $1", [.int(try eventHorizon())])
+        return try run("SELECT coalesce(max(id), 0) FROM \(schemaPrefix)countdown_events WHERE id <= $1", [.int(try eventHorizon())])
             .rows.first?.decode(Int64.self) ?? 0
     }
 
@@ -338,7 +338,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func retiredGeneration(key: String) throws -> Int64? {
-        try run("SELECT generation FROM \(p)countdown_retired_keys WHERE key = $1", [.text(key)]).rows.first?.decode(Int64.self)
+        try run("SELECT generation FROM \(schemaPrefix)countdown_retired_keys WHERE key = $1", [.text(key)]).rows.first?.decode(Int64.self)
     }
 
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
@@ -356,7 +356,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
         try flushEvents()
         return try run(
-            "SELECT \(EventRecord.selectedColumns), payload_bytes FROM (SELECT * FROM \(p)countdown_events ORDER BY id DESC LIMIT $1) AS recent"
+            "SELECT \(EventRecord.selectedColumns), payload_bytes FROM (SELECT * FROM \(schemaPrefix)countdown_events ORDER BY id DESC LIMIT $1) AS recent"
                 + " WHERE key = $2 ORDER BY id DESC LIMIT $3",
             [.int(Int64(window)), .text(key), .int(Int64(limit))]
         ).rows.map(Self.event)
@@ -377,7 +377,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
 
     func consumerCursor(_ name: String) throws -> Int64? {
         try run(
-            "SELECT last_event_id FROM \(p)countdown_consumers WHERE name = $1" + (writing ? " FOR UPDATE" : ""),
+            "SELECT last_event_id FROM \(schemaPrefix)countdown_consumers WHERE name = $1" + (writing ? " FOR UPDATE" : ""),
             [.text(name)]
         ).rows.first?.decode(Int64.self)
     }
@@ -386,7 +386,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         try run(
             """
             SELECT first_event_id, last_event_id, acked_through, claimant, claimed_until_ms
-            FROM \(p)countdown_consumer_claims WHERE consumer = $1 ORDER BY first_event_id
+            FROM \(schemaPrefix)countdown_consumer_claims WHERE consumer = $1 ORDER BY first_event_id
             """, [.text(name)]
         ).rows.map { row in
             let (first, last, acked, claimant, until) = try row.decode((Int64, Int64, Int64, String, Int64).self)
@@ -421,7 +421,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func lockClocks() throws {
-        try run("SELECT 1 FROM \(p)countdown_clock WHERE id = 1 FOR UPDATE")
+        try run("SELECT 1 FROM \(schemaPrefix)countdown_clock WHERE id = 1 FOR UPDATE")
     }
 
     func save(_ checkpoint: Checkpoint, creating: Bool) throws {
@@ -433,12 +433,12 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         let sql =
             creating
             ? """
-            INSERT INTO \(p)countdown_clock (created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms, boot_id,
+            INSERT INTO \(schemaPrefix)countdown_clock (created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms, boot_id,
                 wall_floor_ms, suspended, calibration_offset_ms, calibrated_at_ms, clock_skew_ms, id)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1) ON CONFLICT (id) DO NOTHING
             """
             : """
-            UPDATE \(p)countdown_clock SET created_at_ms = $1, active_ms = $2, gap_ms = $3, heartbeat_at_ms = $4,
+            UPDATE \(schemaPrefix)countdown_clock SET created_at_ms = $1, active_ms = $2, gap_ms = $3, heartbeat_at_ms = $4,
                 heartbeat_boot_ms = $5, boot_id = $6, wall_floor_ms = $7, suspended = $8, calibration_offset_ms = $9,
                 calibrated_at_ms = $10, clock_skew_ms = $11
             WHERE id = 1
@@ -451,7 +451,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         // The term counts holders: it moves on whenever the lease passes to another instance.
         try run(
             """
-            UPDATE \(p)countdown_lease SET
+            UPDATE \(schemaPrefix)countdown_lease SET
                 term = CASE WHEN $1::text IS NOT NULL AND holder IS DISTINCT FROM $1::text THEN term + 1 ELSE term END,
                 holder = $1, acquired_at_ms = $2, expires_at_ms = $3
             WHERE id = 1
@@ -547,7 +547,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             }
             try run(
                 """
-                UPDATE \(p)countdowns AS c SET state = 'expired', paused_at_ms = NULL, deadline_ms = NULL,
+                UPDATE \(schemaPrefix)countdowns AS c SET state = 'expired', paused_at_ms = NULL, deadline_ms = NULL,
                     final_elapsed_ms = v.final_elapsed_ms, ended_at_ms = v.ended_at_ms, expired_at_ms = v.expired_at_ms,
                     updated_at_ms = v.updated_at_ms
                 FROM (VALUES \(rows.joined(separator: ", "))) AS v(id, final_elapsed_ms, ended_at_ms, expired_at_ms, updated_at_ms)
@@ -558,10 +558,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func delete(_ item: ItemRecord) throws {
-        try run("DELETE FROM \(p)countdowns WHERE id = $1", [.int(item.id)])
+        try run("DELETE FROM \(schemaPrefix)countdowns WHERE id = $1", [.int(item.id)])
         try run(
             """
-            INSERT INTO \(p)countdown_retired_keys (key, generation, removed_at_ms) VALUES ($1, $2, $3)
+            INSERT INTO \(schemaPrefix)countdown_retired_keys (key, generation, removed_at_ms) VALUES ($1, $2, $3)
             ON CONFLICT (key) DO UPDATE SET generation = greatest(countdown_retired_keys.generation, $2), removed_at_ms = $3
             """, [.text(item.key), .int(item.generation), .int(item.updatedAtMs)])
     }
@@ -634,14 +634,14 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
         // Hosts of a fleet open one consumer side by side: the first creates it, the others keep it.
         try run(
-            "INSERT INTO \(p)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO \(schemaPrefix)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
             [.text(name), .int(cursor), .int(wallMs)])
     }
 
     func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws {
         try run(
             """
-            INSERT INTO \(p)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3)
+            INSERT INTO \(schemaPrefix)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3)
             ON CONFLICT (name) DO UPDATE SET last_event_id = greatest(countdown_consumers.last_event_id, $2), updated_at_ms = $3
             """, [.text(name), .int(id), .int(wallMs)])
     }
@@ -649,7 +649,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func save(_ claim: ConsumerClaim) throws {
         try run(
             """
-            INSERT INTO \(p)countdown_consumer_claims
+            INSERT INTO \(schemaPrefix)countdown_consumer_claims
                 (consumer, first_event_id, last_event_id, acked_through, claimant, claimed_until_ms)
             VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (consumer, first_event_id) DO UPDATE SET last_event_id = $3, acked_through = $4,
@@ -661,7 +661,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
 
     func deleteClaims(_ consumer: String, through id: Int64) throws {
         try run(
-            "DELETE FROM \(p)countdown_consumer_claims WHERE consumer = $1 AND last_event_id <= $2",
+            "DELETE FROM \(schemaPrefix)countdown_consumer_claims WHERE consumer = $1 AND last_event_id <= $2",
             [.text(consumer), .int(id)])
     }
 
@@ -680,11 +680,11 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         try run(
             """
             WITH doomed AS (
-                DELETE FROM \(p)countdowns WHERE id IN (
-                    SELECT id FROM \(p)countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1
+                DELETE FROM \(schemaPrefix)countdowns WHERE id IN (
+                    SELECT id FROM \(schemaPrefix)countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1
                     ORDER BY ended_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED)
                 RETURNING key, generation)
-            INSERT INTO \(p)countdown_retired_keys (key, generation, removed_at_ms)
+            INSERT INTO \(schemaPrefix)countdown_retired_keys (key, generation, removed_at_ms)
             SELECT key, generation, $2 FROM doomed
             ON CONFLICT (key) DO UPDATE SET generation = greatest(countdown_retired_keys.generation, excluded.generation),
                 removed_at_ms = excluded.removed_at_ms
@@ -695,13 +695,13 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func deleteEvents(before cutoffMs: Int64, throughID: Int64, limit: Int) throws -> (deleted: Int, more: Bool) {
         // Among the oldest `limit` events only (IDs follow W), so no pass scans the whole table.
         let rows = try run(
-            "SELECT id, at_ms FROM \(p)countdown_events WHERE id <= $1 ORDER BY id LIMIT $2",
+            "SELECT id, at_ms FROM \(schemaPrefix)countdown_events WHERE id <= $1 ORDER BY id LIMIT $2",
             [.int(throughID), .int(Int64(limit))]
         ).rows.map { try $0.decode((Int64, Int64).self) }
         let doomed = rows.prefix { $0.1 < cutoffMs }
         guard let first = doomed.first, let last = doomed.last else { return (0, false) }
         let deleted = try run(
-            "DELETE FROM \(p)countdown_events WHERE id >= $1 AND id <= $2", [.int(first.0), .int(last.0)]
+            "DELETE FROM \(schemaPrefix)countdown_events WHERE id >= $1 AND id <= $2", [.int(first.0), .int(last.0)]
         ).changed
         return (deleted, doomed.count == limit)
     }
@@ -709,16 +709,16 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func deleteRetiredKeys(removedBefore cutoffMs: Int64, limit: Int) throws -> Int {
         try run(
             """
-            DELETE FROM \(p)countdown_retired_keys WHERE key IN (
-                SELECT key FROM \(p)countdown_retired_keys
-                WHERE removed_at_ms < least($1, coalesce((SELECT at_ms FROM \(p)countdown_events ORDER BY id LIMIT 1), $1))
+            DELETE FROM \(schemaPrefix)countdown_retired_keys WHERE key IN (
+                SELECT key FROM \(schemaPrefix)countdown_retired_keys
+                WHERE removed_at_ms < least($1, coalesce((SELECT at_ms FROM \(schemaPrefix)countdown_events ORDER BY id LIMIT 1), $1))
                 ORDER BY removed_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)
             """, [.int(cutoffMs), .int(Int64(limit))]
         ).changed
     }
 
     func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)] {
-        try run("SELECT name, last_event_id, updated_at_ms FROM \(p)countdown_consumers ORDER BY name").rows.map { row in
+        try run("SELECT name, last_event_id, updated_at_ms FROM \(schemaPrefix)countdown_consumers ORDER BY name").rows.map { row in
             try row.decode((String, Int64, Int64).self)
         }
     }

@@ -53,7 +53,7 @@ extension CountdownStore {
         sqlite database: any DatabaseWriter, path: String?, owns: Bool, configuration: Configuration, options: SQLiteOptions
     ) throws(CountdownError) {
         let engine = try translatingErrorsNow(path: path) {
-            try SQLiteRepository(
+            try SQLiteEngine(
                 writer: database, path: owns ? path : nil, busyTimeout: options.busyTimeout,
                 durability: configuration.durability, clock: configuration.clock)
         }
@@ -62,7 +62,7 @@ extension CountdownStore {
 
     /// The GRDB database the store writes to, or `nil` for a store on another engine.
     public var sqliteDatabase: (any DatabaseWriter)? {
-        (engine as? SQLiteRepository)?.writer
+        (engine as? SQLiteEngine)?.writer
     }
 
     /// The GRDB database the store writes to. Stops the process on a store of another engine:

@@ -176,13 +176,13 @@ enum DatabaseOpening {
             try queue.read { db in
                 let tables = try String.fetchAll(
                     db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-                if !tables.isEmpty, !tables.contains(Migrator.tableName) {
+                if !tables.isEmpty, !tables.contains(SQLiteMigrator.tableName) {
                     throw CountdownError(
                         .foreignDatabase,
                         "the file at \(place) is an SQLite database of something else (tables \(tables.prefix(5).map { quoted($0) }.joined(separator: ", "))); it was left untouched"
                     )
                 }
-                try Migrator().checkNotNewer(db)
+                try SQLiteMigrator().checkNotNewer(db)
                 if shorterThanHeader, try String.fetchAll(db, sql: "PRAGMA quick_check") != ["ok"] {
                     throw CountdownError(
                         .unreadableDatabase,

@@ -78,7 +78,7 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     /// Takes over checkpointing for the store's own file at `path`, from a connection of its own.
     /// `pagesBeforeARestart`: ``pagesBeforeARestart``, unless a test asks for fewer.
     static func start(
-        for repository: SQLiteRepository, path: String, pagesBeforeARestart: Int = WALCheckpointer.pagesBeforeARestart
+        for repository: SQLiteEngine, path: String, pagesBeforeARestart: Int = WALCheckpointer.pagesBeforeARestart
     ) throws -> WALCheckpointer {
         let queue = try DatabaseQueue(
             path: path, configuration: DatabaseOpening.grdbConfiguration(

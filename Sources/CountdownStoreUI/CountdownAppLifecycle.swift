@@ -189,9 +189,9 @@ public final class CountdownAppLifecycle {
         do throws(CountdownError) {
             switch phase {
             case .background:
-                try await store.suspend()
+                try await store.enterBackground()
             case .active:
-                try await store.resume()
+                try await store.enterForeground()
                 start()
             case .inactive:
                 break

@@ -21,7 +21,7 @@ package struct CountRow: Sendable, Hashable {
 }
 
 /// Reads inside one transaction. The store's logic is written against this protocol;
-/// ``SQLiteRepository`` implements it on GRDB.
+/// ``SQLiteEngine`` implements it on GRDB.
 package protocol RepositoryReading {
     func checkpoint() throws -> Checkpoint?
     func lease() throws -> Lease

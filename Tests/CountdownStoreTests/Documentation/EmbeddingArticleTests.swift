@@ -127,9 +127,9 @@ final class AppCountdowns: Sendable {
     /// Call whenever the scene phase changes: `active` countdowns stand still in the background.
     func scenePhaseChanged(toBackground background: Bool) async throws {
         if background {
-            try await store.suspend()
+            try await store.enterBackground()
         } else {
-            try await store.resume()
+            try await store.enterForeground()
         }
     }
 }

@@ -50,9 +50,9 @@ struct TimeModelArticleTests {
         }
 
         await pass(.seconds(120), ticker)   // the host runs for 2 minutes,
-        try await store.suspend()           // goes to the background for 1 minute,
+        try await store.enterBackground()           // goes to the background for 1 minute,
         await pass(.seconds(60), ticker)
-        try await store.resume()            // and comes back.
+        try await store.enterForeground()            // and comes back.
 
         let checkout = try await store.start("checkout", duration: .seconds(600))  // wall, the default
         let screen = try await store.start("screen-time", duration: .seconds(600), policy: .active)
@@ -63,9 +63,9 @@ struct TimeModelArticleTests {
         #expect(checkout.remaining == .seconds(600) && screen.remaining == .seconds(600))
 
         await pass(.seconds(180), ticker)   // t = 3:00: both ran 3 minutes
-        try await store.suspend()           // the app goes to the background
+        try await store.enterBackground()           // the app goes to the background
         await pass(.seconds(120), ticker)   // t = 5:00
-        try await store.resume()            // back in the foreground
+        try await store.enterForeground()            // back in the foreground
         await pass(.seconds(60), ticker)    // t = 6:00
 
         #expect(try await Self.clocks(store) == [360, 180])
@@ -128,18 +128,18 @@ struct TimeModelArticleTests {
         let fixture = try Fixture()
         let store = try await fixture.openTicking()
         try await run(store, fixture.clock, for: .seconds(120))
-        try await store.suspend()
+        try await store.enterBackground()
         try await run(store, fixture.clock, for: .seconds(60))
-        try await store.resume()
+        try await store.enterForeground()
         try await store.start("checkout", duration: .seconds(600))
         try await store.start("screen-time", duration: .seconds(600), policy: .active)
         var columns = [try await column(store)]                              // t = 0:00
         try await run(store, fixture.clock, for: .seconds(180))
         columns.append(try await column(store))                              // t = 3:00
-        try await store.suspend()
+        try await store.enterBackground()
         try await run(store, fixture.clock, for: .seconds(120))
         columns.append(try await column(store))                              // t = 5:00
-        try await store.resume()
+        try await store.enterForeground()
         try await run(store, fixture.clock, for: .seconds(60))
         columns.append(try await column(store))                              // t = 6:00
         try await store.close()
@@ -169,15 +169,15 @@ struct TimeModelArticleTests {
         let fixture = try Fixture()
         let store = try await fixture.openTicking()
         try await run(store, fixture.clock, for: .seconds(30))
-        try await store.suspend()
+        try await store.enterBackground()
         try await run(store, fixture.clock, for: .seconds(20))
-        try await store.resume()
+        try await store.enterForeground()
         try await store.start("w", duration: .seconds(600))
         try await store.start("a", duration: .seconds(600), policy: .active)
         try await run(store, fixture.clock, for: .seconds(40))
-        try await store.suspend()
+        try await store.enterBackground()
         try await run(store, fixture.clock, for: .seconds(50))
-        try await store.resume()
+        try await store.enterForeground()
         try await store.pause("w")
         try await store.pause("a")
         try await run(store, fixture.clock, for: .seconds(7))
@@ -225,7 +225,7 @@ struct TimeModelArticleTests {
         try await store.pause("cooldown")
         try await store.pause("level-timer")
         await pass(.seconds(60), ticker)                   // paused in the foreground
-        try await store.suspend()
+        try await store.enterBackground()
         await pass(.seconds(60), ticker)                   // paused in the background
         running.cancel()
         try await running.value

@@ -84,7 +84,7 @@ struct ExpiryWithoutTickerTests {
         let store = try await fixture.openTicking()
         let wall = try await store.start("pay", duration: .seconds(3))
         try await store.start("screen", duration: .seconds(3), policy: .active)
-        try await store.suspend()
+        try await store.enterBackground()
         try await run(store, fixture.clock, for: .seconds(5))  // heartbeats go on; the host is suspended
         try await expectExpiredEverywhere(store, "pay", at: wall.startedAt.addingTimeInterval(3))
         let screen = try #require(try await store.countdown("screen"))

@@ -112,9 +112,9 @@ struct QueryTests {
         try await store.start("ended", duration: .seconds(5))
         try await store.cancel("ended")
         // A suspend makes the wall items run ahead of the active ones.
-        try await store.suspend()
+        try await store.enterBackground()
         fixture.clock.advance(by: .seconds(8))
-        try await store.resume()
+        try await store.enterForeground()
 
         let whole = try await store.active()
         #expect(whole.items.map(\.key) == ["wall-10", "active-20", "wall-30", "paused-25", "watch-a", "watch-b"])

@@ -125,8 +125,8 @@ struct TimeModelPropertyTests {
             case .idle(let ms): "advance \(ms)ms, no ticker"
             case .tick(let ms): "advance \(ms)ms with a ticker (heartbeat every ≤1s)"
             case .heartbeat: "heartbeat"
-            case .suspendHost: "store.suspend()"
-            case .resumeHost: "store.resume()"
+            case .suspendHost: "store.enterBackground()"
+            case .resumeHost: "store.enterForeground()"
             case .reopen(let ms): "close, \(ms)ms down, reopen"
             case .expireDue: "expireDue()"
             }
@@ -752,10 +752,10 @@ struct TimeModelPropertyTests {
                 try await heartbeat()
             case .suspendHost:
                 model.setSuspended(true)
-                try await store.suspend()
+                try await store.enterBackground()
             case .resumeHost:
                 model.setSuspended(false)
-                try await store.resume()
+                try await store.enterForeground()
             case .expireDue:
                 let due = model.plainWrite()
                 let expired = try await store.expireDue()

@@ -93,7 +93,7 @@ struct ConnectionTests {
     @Test("SQLite's busy timeout: the opening's options, else the one a configuration still carries (deprecated), else 10 s")
     func busyTimeoutComesFromTheOpening() async throws {
         let fixture = try Fixture()
-        func timeout(_ store: CountdownStore) -> Duration? { (store.engine as? SQLiteRepository)?.busyTimeout }
+        func timeout(_ store: CountdownStore) -> Duration? { (store.engine as? SQLiteEngine)?.busyTimeout }
         let plain = try CountdownStore(path: fixture.path, configuration: fixture.configuration)
         #expect(timeout(plain) == .seconds(10))
         try await plain.close()

@@ -31,12 +31,12 @@ struct MigrationTests {
     func freshDatabaseRecordsEveryMigration() async throws {
         let fixture = try Fixture()
         let store = try await fixture.open()
-        let applied = try await store.grdb.read { db in try Migrator.applied(db) }
+        let applied = try await store.grdb.read { db in try SQLiteMigrator.applied(db) }
         #expect(applied == Migration.embedded.map(\.name))
         try await store.close()
         // Opening again applies nothing twice.
         let again = try await fixture.open()
-        #expect(try await again.grdb.read { db in try Migrator.applied(db) } == applied)
+        #expect(try await again.grdb.read { db in try SQLiteMigrator.applied(db) } == applied)
     }
 
     @Test("A database made by 0001 alone and filled by hand upgrades in place")
@@ -45,9 +45,9 @@ struct MigrationTests {
         let first = try #require(Migration.embedded.first?.name)
         do {
             let queue = try DatabaseQueue(path: fixture.path)
-            try Migrator().migrate(queue, upTo: first)
+            try SQLiteMigrator().migrate(queue, upTo: first)
             try await queue.write { db in
-                #expect(try Migrator.applied(db) == [first])
+                #expect(try SQLiteMigrator.applied(db) == [first])
                 #expect(try !db.viewExists("active_countdowns"))
                 let now = fixture.clock.systemMilliseconds
                 try db.execute(
@@ -73,7 +73,7 @@ struct MigrationTests {
         fixture.clock.advance(by: .seconds(60))
 
         let store = try await fixture.open()
-        #expect(try await store.grdb.read { db in try Migrator.applied(db) } == Migration.embedded.map(\.name))
+        #expect(try await store.grdb.read { db in try SQLiteMigrator.applied(db) } == Migration.embedded.map(\.name))
         let item = try #require(try await store.countdown("old-order"))
         #expect(item.remaining == .seconds(540))
         #expect(item.group == "payments")

@@ -62,7 +62,7 @@ struct OpeningTests {
         let folder = try TemporaryFolder()
         let path = folder.path()
         let queue = try DatabaseOpening.open(path: path, busyTimeout: .seconds(1), durability: .normal)
-        try Migrator().migrate(queue)
+        try SQLiteMigrator().migrate(queue)
         try queue.close()
 
         let store = try CountdownStore(path: path, configuration: .init(clock: VirtualClock()))

@@ -148,14 +148,14 @@ struct MassExpiryTests {
         let after = try await store.list(.expired, limit: 1_000)
         #expect(after.map(\.expiredAt) == before.map(\.expiredAt), "the instants did not move")
         // Suspending must move the checkpoint: it records the backlog first.
-        try await store.suspend()
+        try await store.enterBackground()
         let expiries = try await events(store, kind: "expired")
         #expect(expiries.count == 200)
         for expiry in expiries {
             let index = Int64(expiry.key?.dropFirst(2) ?? "") ?? -1
             #expect(expiry.deadlineAtMs == startedAt + 5_000 + index, "\(expiry.key ?? "")")
         }
-        try await store.resume()
+        try await store.enterForeground()
         try await store.close()
     }
 

@@ -191,11 +191,11 @@ struct TickerTests {
         try await store.start("pay", duration: .minutes(1), policy: .wall)
         let running = await RunningTicker(store)
         await running.advance(fixture.clock, by: .seconds(10))
-        try await store.suspend()
+        try await store.enterBackground()
         await running.advance(fixture.clock, by: .seconds(55))
         #expect(try await store.countdown("pay")?.state == .expired)
         #expect(try await store.countdown("screen")?.remaining == .seconds(50))
-        try await store.resume()
+        try await store.enterForeground()
         await running.advance(fixture.clock, by: .seconds(50))
         #expect(try await store.countdown("screen")?.state == .expired)
         #expect(try await events(store, key: "screen", kind: "expired").first?.lateMs == 0)
@@ -264,7 +264,7 @@ struct TickerTests {
     func backlogStartsTheWALOver() async throws {
         let fixture = try Fixture()
         let store = try await fixture.open()
-        let repository = try #require(store.engine as? SQLiteRepository)
+        let repository = try #require(store.engine as? SQLiteEngine)
         let checkpointer = try WALCheckpointer.start(for: repository, path: fixture.path, pagesBeforeARestart: 200)
         // Well over 200 pages of WAL, in batches as a backlog commits them.
         for batch in 0..<10 {

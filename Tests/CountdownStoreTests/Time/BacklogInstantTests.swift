@@ -69,10 +69,10 @@ struct BacklogInstantTests {
                 try await store.expireDue(limit: 1)
             case 66..<72:
                 log.append("suspend")
-                try await store.suspend()
+                try await store.enterBackground()
             case 72..<78:
                 log.append("resume")
-                try await store.resume()
+                try await store.enterForeground()
             case 78..<90:
                 guard let key = keys.randomElement(using: &generator) else { continue }
                 let operation = Int.random(in: 0..<4, using: &generator)

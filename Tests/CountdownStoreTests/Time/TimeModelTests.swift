@@ -111,10 +111,10 @@ struct TimeModelTests {
         try await store.start("screen", duration: .minutes(10), policy: .active)
         try await store.start("pay", duration: .minutes(10), policy: .wall)
         try await run(store, fixture.clock, for: .seconds(20))
-        try await store.suspend()
+        try await store.enterBackground()
         try await run(store, fixture.clock, for: .minutes(5))
         fixture.clock.advance(by: .minutes(30))  // the app was frozen: no heartbeats at all
-        try await store.resume()
+        try await store.enterForeground()
         try await run(store, fixture.clock, for: .seconds(5))
 
         #expect(try await store.countdown("screen")?.elapsed == .seconds(25))

@@ -119,7 +119,7 @@ struct CrashPointScript {
             arm()
             try await store.calibrate(serverTime: Date().addingTimeInterval(3600))
         },
-        "suspend": Operation(probe: "SELECT suspended FROM countdown_clock") { store, arm in arm(); try await store.suspend() },
+        "suspend": Operation(probe: "SELECT suspended FROM countdown_clock") { store, arm in arm(); try await store.enterBackground() },
     ]
 
     func ack(_ store: CountdownStore, _ key: String) async throws {

@@ -5,7 +5,7 @@ import GRDB
 /// Applies the embedded migrations in order, each in its own transaction, recorded by file name
 /// in `countdown_migrations`. Refuses, without changing anything, a database that records a
 /// migration this code does not know: it was written by a newer CountdownStore.
-struct Migrator: Sendable {
+struct SQLiteMigrator: Sendable {
     var migrations: [Migration] = Migration.embedded
 
     static let tableName = "countdown_migrations"

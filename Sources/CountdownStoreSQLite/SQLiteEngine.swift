@@ -13,7 +13,7 @@ import GRDB
 /// other synchronous methods trap. A write first tries to take SQLite's write lock without
 /// waiting; only when another connection holds it does the write move to GRDB's queue and wait
 /// there (up to the busy timeout) without blocking the caller's thread.
-struct SQLiteRepository: StorageEngine {
+struct SQLiteEngine: StorageEngine {
     let writer: any DatabaseWriter
     /// The database file when the store opened it itself; `nil` for a host's database.
     let path: String?
@@ -31,7 +31,7 @@ struct SQLiteRepository: StorageEngine {
         self.path = path
         self.busyTimeout = busyTimeout
         self.durability = durability
-        try Migrator().migrate(writer)
+        try SQLiteMigrator().migrate(writer)
         // Reentrant: a host may open the store from a task that just awaited its own database.
         let exists = try writer.unsafeReentrantRead { db in try SQLiteTransaction(db: db).checkpoint() != nil }
         if !exists { try Self.startClocks(writer, path: path, clock: clock) }
@@ -73,7 +73,7 @@ struct SQLiteRepository: StorageEngine {
     }
 
     func appliedMigrations() async throws -> [String] {
-        try await writer.read { db in try Migrator.applied(db) }
+        try await writer.read { db in try SQLiteMigrator.applied(db) }
     }
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
