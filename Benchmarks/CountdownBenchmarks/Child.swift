@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A process the benchmark starts (`countdown run`, a writer or reader of its own), in a process
 /// group of its own so that it and anything it starts are killed together, with
 /// `SWIFT_BACKTRACE=enable=no`, its stderr in a file (quoted when it fails) and, when asked, a

@@ -1,12 +1,6 @@
 import CountdownStore
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// `countdown serve` in front of a crowd: event streams that never read and clients that never
 /// finish a request, beside countdowns coming due. Each run starts a server of the same build on
 /// its own store and measures how late its ticker records the expiries (the `late_ms` of each),

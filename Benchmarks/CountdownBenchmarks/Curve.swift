@@ -1,12 +1,6 @@
 import CountdownStore
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The cost curve: stores of growing size (10,000 to 10,000,000 countdowns, shaped like the large
 /// store), and at each size what a host pays: opening, `countdown run`'s memory, the lookups,
 /// the bytes on disk, the integrity checks, a mass expiry inside it and pruning its ended items.

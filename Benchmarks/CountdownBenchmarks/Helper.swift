@@ -3,12 +3,6 @@ import CountdownStorePostgres
 import Foundation
 import PostgresNIO
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// What another process did beside a case: how many operations, the longest, and the failures.
 struct HelperSummary: Codable {
     var operations: Int

@@ -1,12 +1,6 @@
 import CountdownStore
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// What the mass cases share beside their sizes.
 struct MassSettings: Sendable {
     /// Rows per transaction on the raw side.

@@ -31,15 +31,16 @@ extension Blocking {
         for future: EventLoopFuture<T>, on connection: PostgresConnection, watch: StatementWatch
     ) throws -> T {
         let done = DispatchSemaphore(value: 0)
-        let outcome = OutcomeBox<T>()
+        // Set once from an event loop, read from the waiting thread.
+        let outcome = Locked<Result<T, any Error>?>(nil)
         future.whenComplete { result in
-            outcome.set(result)
+            outcome.withLock { $0 = result }
             done.signal()
         }
         var closedAt: DispatchTime?
         let answerBy = watch.answerBoundMs.map { DispatchTime.now() + .milliseconds($0) }
         while true {
-            if done.wait(timeout: .now() + .milliseconds(100)) == .success, let result = outcome.get() {
+            if done.wait(timeout: .now() + .milliseconds(100)) == .success, let result = outcome.withLock({ $0 }) {
                 return try result.get()
             }
             if let reason = watch.reasonToGiveUp() {
@@ -61,22 +62,5 @@ extension Blocking {
             closedAt = since
             if now >= since + .milliseconds(closingGraceMs) { throw ConnectionLost() }
         }
-    }
-}
-
-/// A statement's result, set once from an event loop and read from the waiting thread.
-private final class OutcomeBox<T: Sendable>: @unchecked Sendable {
-    // Safe: `value` is only touched under `lock`.
-    private let lock = NSLock()
-    private var value: Result<T, any Error>?
-
-    /// Keeps `result`.
-    func set(_ result: Result<T, any Error>) {
-        lock.withLock { value = result }
-    }
-
-    /// The result, once set.
-    func get() -> Result<T, any Error>? {
-        lock.withLock { value }
     }
 }

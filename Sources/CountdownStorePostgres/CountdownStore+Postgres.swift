@@ -155,7 +155,7 @@ extension CountdownStore {
             clock: configuration.clock, syncsEveryCommit: configuration.durability == .full, beforeCommit: beforeCommit,
             statements: PostgresStatements(
                 prefix: prefix, insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes),
-            abandonment: EngineAbandonment(),
+            abandonment: Locked(false),
             cancelledWaitMs: Int(configuration.leaseAtLeastASecond.milliseconds),
             answerBoundMs: nil)
         let first = ClockReading(configuration.clock)

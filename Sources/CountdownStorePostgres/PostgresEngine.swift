@@ -53,7 +53,7 @@ struct PostgresEngine: StorageEngine {
     let statements: PostgresStatements
     /// Whether the store gave up on the operations under way (it closed without waiting for
     /// them): their statements stop being waited for.
-    let abandonment: EngineAbandonment
+    let abandonment: Locked<Bool>
     /// How long a statement is still waited for once the task that waits for it is cancelled:
     /// the store's stop bound (its lease duration, at least a second).
     let cancelledWaitMs: Int
@@ -219,14 +219,15 @@ struct PostgresEngine: StorageEngine {
     /// after 0.1 s, then up to 1 s apart; polling covers the gap.
     func watchForeignChanges(clock: any StoreClock, _ changed: @escaping @Sendable () -> Void) async {
         guard wakeUps == .notifications else { return }
-        let listened = ListenedFlag()
+        // Whether a LISTEN was established since the last look.
+        let listened = Locked(false)
         var delayMs: Int64 = 100
         while !Task.isCancelled {
             do {
                 try await servers.withConnection { connection in
                     try await connection.listen(on: channel) { notifications in
                         changed()
-                        listened.set()
+                        listened.withLock { $0 = true }
                         for try await _ in notifications { changed() }
                     }
                 }
@@ -239,7 +240,7 @@ struct PostgresEngine: StorageEngine {
             } catch {
                 return
             }
-            delayMs = listened.take() ? 100 : min(1000, delayMs * 2)
+            delayMs = listened.withLock({ flag in defer { flag = false }; return flag }) ? 100 : min(1000, delayMs * 2)
         }
     }
 
@@ -301,7 +302,7 @@ struct PostgresEngine: StorageEngine {
     /// Every statement under way stops being waited for (its connection is closed, and it fails
     /// as abandoned); an owned client ends, so that no connection is waited for either.
     func abandonWaits() {
-        abandonment.abandon()
+        abandonment.withLock { $0 = true }
         servers.abandon()
     }
 

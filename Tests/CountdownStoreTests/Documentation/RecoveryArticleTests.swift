@@ -154,15 +154,7 @@ struct RecoveryArticleTests {
         let ticker = CountdownTicker(store: store)
         let running = Task { try await ticker.run() }
         await ticker.waitUntilIdle()
-        func pass(_ duration: Duration, _ ticker: CountdownTicker) async {
-            var left = duration
-            while left > .zero {
-                let step = min(left, .seconds(1))
-                clock.advance(by: step)
-                left -= step
-                await ticker.waitUntilIdle()
-            }
-        }
+        let pass = timePasser(clock)  // the article's `pass(_:_:)`
 
         try await store.start("otp:alice", duration: .seconds(30))
         await pass(.seconds(31), ticker)        // generation 1 expires; no consumer has read it yet

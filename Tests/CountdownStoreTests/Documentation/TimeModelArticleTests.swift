@@ -208,15 +208,7 @@ struct TimeModelArticleTests {
         let ticker = CountdownTicker(store: store)
         let running = Task { try await ticker.run() }
         await ticker.waitUntilIdle()
-        func pass(_ duration: Duration, _ ticker: CountdownTicker) async {
-            var left = duration
-            while left > .zero {
-                let step = min(left, .seconds(1))
-                clock.advance(by: step)
-                left -= step
-                await ticker.waitUntilIdle()
-            }
-        }
+        let pass = timePasser(clock)  // the article's `pass(_:_:)`
 
         try await store.start("cooldown", duration: .seconds(300))    // wall
         try await store.start("level-timer", duration: .seconds(300), policy: .active)
@@ -297,15 +289,7 @@ struct TimeModelArticleTests {
         let ticker = CountdownTicker(store: store)
         let running = Task { try await ticker.run() }
         await ticker.waitUntilIdle()
-        func pass(_ duration: Duration, _ ticker: CountdownTicker) async {
-            var left = duration
-            while left > .zero {
-                let step = min(left, .seconds(1))
-                clock.advance(by: step)
-                left -= step
-                await ticker.waitUntilIdle()
-            }
-        }
+        let pass = timePasser(clock)  // the article's `pass(_:_:)`
 
         try await store.start("otp", duration: .seconds(60))
         clock.moveSystemClock(by: .seconds(3600))  // someone sets the system clock an hour ahead

@@ -6,12 +6,6 @@ import Testing
 @testable import CountdownStoreCore
 @testable import CountdownStoreSQLite
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 extension RealProcesses {
 /// A host asked to stop ends within its lease duration plus a few seconds, whatever the database
 /// does (SPEC section 7): a PostgreSQL server gone (`pg_ctl stop -m immediate`) or hung (its

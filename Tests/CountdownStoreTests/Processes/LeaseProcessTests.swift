@@ -5,12 +5,6 @@ import Testing
 @testable import CountdownStoreCore
 @testable import CountdownStoreSQLite
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 extension RealProcesses {
 /// Real processes on one database file: the host example, started, stopped and killed.
 /// These tests wait on real time (polling the database), never assert how long anything took.

@@ -5,12 +5,6 @@ import Testing
 
 @testable import CountdownStoreCore
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A primary and a streaming standby made with Debian's tools, and everyone who uses them —
 /// `countdown run` hosts, writers and a reader in this process — each reaching the two servers
 /// through proxies of its own, so that a path can be cut silently (nothing forwarded, nothing

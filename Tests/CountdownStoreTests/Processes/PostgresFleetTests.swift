@@ -4,12 +4,6 @@ import Testing
 @testable import CountdownStoreCore
 @testable import CountdownStoreSQLite
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The addresses a fleet's server listens on: 127.0.0.1 for the test and the writers, and one
 /// loopback address per host, so that the server side of each connection names its host.
 let fleetListenAddresses = "127.0.0.1,127.0.0.11,127.0.0.12,127.0.0.13"

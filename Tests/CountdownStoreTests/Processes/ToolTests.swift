@@ -5,12 +5,6 @@ import Testing
 @testable import CountdownStoreCore
 @testable import CountdownStoreSQLite
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 extension RealProcesses {
 /// End-to-end tests of the `countdown` tool's contract (SPEC section 6), on the built binary.
 @Suite("countdown tool", .enabled(if: FileManager.default.isExecutableFile(atPath: countdownBinary.path)))

@@ -5,12 +5,6 @@ import Testing
 @testable import CountdownStoreCore
 @testable import CountdownStoreSQLite
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Concurrency at scale, as a shell user meets it: four loops of `countdown start`, two
 /// `countdown run` with named consumers, loops of `list` and `show`, and forced checkpoints, all
 /// on one file that none of them has created yet. No invocation may fail, every start must be

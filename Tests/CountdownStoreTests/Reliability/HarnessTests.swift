@@ -1,12 +1,6 @@
 import Foundation
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The harness of the process suites never hangs: a helper that dies of a fatal error is seen at
 /// once, with its stderr, instead of leaving a backtracer that holds its output open.
 extension RealProcesses {

@@ -2,12 +2,6 @@ import Foundation
 import GRDB
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Every suite that starts real processes, run one after another so that none starves another's
 /// processes of CPU (a lease holder that cannot heartbeat in time rightly loses its lease).
 @Suite("Real processes", .serialized)

@@ -4,12 +4,6 @@ import Testing
 
 @testable import CountdownStoreCore
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Connection strings as libpq reads them: both forms, several hosts, the TLS parameters, the
 /// `PG*` variables and the password file, and a refusal naming whatever is not supported.
 @Suite("PostgreSQL connection strings")

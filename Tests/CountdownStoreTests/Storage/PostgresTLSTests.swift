@@ -4,12 +4,6 @@ import Testing
 
 @testable import CountdownStoreCore
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A certificate authority of the test's own, a server certificate it signs for `localhost` and
 /// 127.0.0.1, and a client certificate for the role `certuser`, made with `openssl`.
 struct TestCertificates: Sendable {

@@ -7,12 +7,6 @@ import Testing
 @testable import CountdownStoreCore
 @testable import CountdownStoreSQLite
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// libfaketime's preload library, which moves the wall clock of the process it is loaded into.
 let libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 

@@ -3,12 +3,6 @@ import Logging
 import PostgresNIO
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The PostgreSQL server of the PostgreSQL suites: the one `COUNTDOWN_POSTGRES_URL` names
 /// (`postgres://USER[:PASSWORD]@HOST:PORT/DB`), or else a throwaway server this test process
 /// starts once, from the machine's PostgreSQL binaries (`pg_config --bindir`): `initdb` into a

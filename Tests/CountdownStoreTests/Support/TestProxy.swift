@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A TCP proxy on 127.0.0.1 in front of one server, that can cut the path silently: it stops
 /// forwarding (one way or both) without closing anything, as a network partition does, so that
 /// neither side hears of it. Connections opened while it is cut hang the same way.

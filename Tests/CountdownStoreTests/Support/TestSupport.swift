@@ -162,3 +162,18 @@ extension CountdownStore {
         get throws { try #require(sqliteDatabase, "a store on SQLite") }
     }
 }
+
+/// The articles' `pass(_:_:)` on `clock`: lets a duration of real time pass on the virtual clock
+/// while a ticker runs, one second at a time, so that its heartbeat keeps its lease live, as it
+/// would on a real clock.
+func timePasser(_ clock: VirtualClock) -> @Sendable (Duration, CountdownTicker) async -> Void {
+    { duration, ticker in
+        var left = duration
+        while left > .zero {
+            let step = min(left, .seconds(1))
+            clock.advance(by: step)
+            left -= step
+            await ticker.waitUntilIdle()
+        }
+    }
+}

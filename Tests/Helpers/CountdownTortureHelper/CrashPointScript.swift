@@ -4,12 +4,6 @@ import CSQLiteTestVFS
 import Foundation
 import GRDB
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Stops the process dead (SIGKILL to itself: no clean-up, no flush, no close).
 func die() -> Never {
     kill(getpid(), SIGKILL)

@@ -4,12 +4,6 @@ import CountdownStoreCore
 import CSQLiteTestVFS
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 // A process for the reliability suites to start, stop and kill. Every line it prints is
 // written unbuffered, so what the suite reads is what happened before a SIGKILL.
 //
