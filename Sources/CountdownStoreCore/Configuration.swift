@@ -3,8 +3,7 @@ import Logging
 
 extension CountdownStore {
     /// How a store keeps time, on any engine. Every default is stated on its property. (What
-    /// only one engine has to say goes to its opening: SQLite's `SQLiteOptions`, PostgreSQL's
-    /// connection string.)
+    /// only one engine has to say goes to that engine's opening.)
     public struct Configuration: Sendable {
         /// Where time comes from. Default: ``SystemClock``. Tests pass a ``VirtualClock``.
         public var clock: any StoreClock
@@ -19,8 +18,8 @@ extension CountdownStore {
         /// How far the system clock may drift from the store wall clock before a clock edit is
         /// recorded. Default: 1 s.
         public var clockEditTolerance: Duration
-        /// How long a write on SQLite waits for another process's write lock before failing.
-        /// Default: 10 s.
+        /// How long a write of the embedded engine waits for another process's write lock before
+        /// failing. Default: 10 s.
         @available(*, deprecated, message: "give SQLiteOptions(busyTimeout:) to CountdownStore(path:configuration:sqlite:)")
         public var busyTimeout: Duration {
             get { sqliteBusyTimeout ?? .seconds(10) }
@@ -29,10 +28,8 @@ extension CountdownStore {
         /// The deprecated ``busyTimeout``, when one was set.
         package var sqliteBusyTimeout: Duration?
         /// What a commit survives: a crash of the process always; a power loss or kernel crash
-        /// too with ``Durability/full``. Default: ``Durability/normal``. On SQLite it applies to a
-        /// store that opens its own file (a host's database keeps the host's settings); on
-        /// PostgreSQL, to every write transaction. ``Durability`` says what each value means on
-        /// each engine.
+        /// too with ``Durability/full``. Default: ``Durability/normal``. What each value means on
+        /// each engine is said at the engine's opening.
         public var durability: Durability
         /// How long a reader of a named consumer keeps the events it was given before another
         /// reader of that consumer may have them, unless it acknowledges them first (each
@@ -80,8 +77,8 @@ extension CountdownStore {
             self.logger = logger
         }
 
-        /// A configuration with SQLite's busy timeout in it, as before it moved to SQLite's
-        /// opening.
+        /// A configuration with the embedded engine's busy timeout in it, as before it moved to
+        /// that engine's opening.
         @available(*, deprecated, message: "give SQLiteOptions(busyTimeout:) to CountdownStore(path:configuration:sqlite:)")
         public init(
             clock: any StoreClock = SystemClock(),
@@ -100,7 +97,7 @@ extension CountdownStore {
         }
 
         /// The lease duration, at least a second: how long a stop waits for the database unless
-        /// ``stopTimeout`` says otherwise, and how long a PostgreSQL session waits on anything.
+        /// ``stopTimeout`` says otherwise, and how long a server engine's session waits on anything.
         package var leaseAtLeastASecond: Duration { max(leaseDuration, .seconds(1)) }
 
         /// How many expiries a write other than the ticker's batches records at most.
@@ -158,14 +155,10 @@ extension CountdownStore {
     public enum Durability: String, Sendable, Hashable, CaseIterable {
         /// The engine's everyday setting. A power loss may take back the last commits (always the
         /// newest ones: what survives is a prefix of what was acknowledged), never tear the
-        /// database. On SQLite, `synchronous=NORMAL` in WAL mode: the write-ahead log is synced
-        /// at checkpoints, not at every commit. On PostgreSQL, the server's `synchronous_commit`
-        /// decides (its default, `on`, takes back nothing acknowledged).
+        /// database. (Each engine's opening says what it sets.)
         case normal
         /// Every commit is on disk before it returns, so a power loss takes back nothing
-        /// acknowledged; each commit costs a disk sync. On SQLite, `synchronous=FULL`. On
-        /// PostgreSQL, every write transaction sets `synchronous_commit = on`, whatever the
-        /// server's setting.
+        /// acknowledged; each commit costs a disk sync. (Each engine's opening says what it sets.)
         case full
     }
 }

@@ -28,7 +28,8 @@ import Foundation
 /// ```
 ///
 /// Codes are an open set of static members, so new ones can be added without breaking callers.
-/// Storage failures keep what SQLite reported in ``underlyingError``, and name the file.
+/// Storage failures keep what the database engine reported in ``underlyingError``, and name the
+/// file or the database.
 public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible, LocalizedError {
     /// What went wrong, as a stable identifier.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -66,9 +67,10 @@ public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible
         public static let wrongState = Code("wrongState", .conflict)
         /// The database was written by a newer CountdownStore; it is left untouched.
         public static let schemaTooNew = Code("schemaTooNew", .storage)
-        /// The file is an SQLite database that belongs to something else; it is left untouched.
+        /// The file is a database that belongs to something else; it is left untouched.
         public static let foreignDatabase = Code("foreignDatabase", .storage)
-        /// The file is not a readable SQLite database (corrupt, truncated, or not SQLite at all).
+        /// The file is not a readable database of its engine (corrupt, truncated, or not a
+        /// database at all).
         public static let unreadableDatabase = Code("unreadableDatabase", .storage)
         /// Another process held the database's write lock for longer than the busy timeout.
         public static let databaseBusy = Code("databaseBusy", .storage)
@@ -97,8 +99,8 @@ public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible
     /// One line for people, naming the problem and the value.
     public let message: String
 
-    /// The failure this error reports, when it reports one from below the library (a GRDB
-    /// `DatabaseError` for a storage failure); `nil` otherwise. Not part of equality.
+    /// The failure this error reports, when it reports one from below the library (the database
+    /// library's own error, for a storage failure); `nil` otherwise. Not part of equality.
     public let underlyingError: (any Error & Sendable)?
 
     /// Creates an error with a code and a message naming the bad value.

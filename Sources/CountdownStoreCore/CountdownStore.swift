@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 
-/// Many named countdowns and stopwatches kept in SQLite, so they survive restarts, crashes,
+/// Many named countdowns and stopwatches kept in a database, so they survive restarts, crashes,
 /// suspends and clock changes.
 ///
 /// ```swift
@@ -114,7 +114,7 @@ public final class CountdownStore: Sendable {
     /// ``checkpointWAL()`` on a database the host shares with it.
     ///
     /// It returns within the lease duration (at least a second) plus a moment, whatever the
-    /// database does. Where the database cannot be reached (a lost connection to a PostgreSQL
+    /// database does. Where the database cannot be reached (a lost connection to a database
     /// server, a server that does not answer, another process's lock held all that time), the
     /// store still closes, with a warning naming what it could not write: its lease and the
     /// claims of its event readers run out by themselves. Operations still waiting on the

@@ -1,7 +1,7 @@
 import Foundation
 
-// A named consumer may have several readers: tasks of one process, processes on one SQLite file,
-// hosts on one PostgreSQL database. Each reader takes a claim on the next range of events (its
+// A named consumer may have several readers: tasks of one process, processes on one database
+// file, hosts on one database server. Each reader takes a claim on the next range of events (its
 // row in `countdown_consumer_claims`), so each event goes to one reader. An acknowledgement marks
 // the claim handled up to that event and renews it; a claim that runs out (its reader died, or
 // is stuck for longer than `claimTimeout`) goes, from its first unacknowledged event, to the next

@@ -115,7 +115,7 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 
         /// After a failed read: returns `false` when the task is cancelled (whatever the read
         /// the stop interrupted reported, the sequence ends); throws `error` unless the
-        /// connection was lost (a PostgreSQL server restarting), else waits before the same
+        /// connection was lost (a database server restarting), else waits before the same
         /// reader asks again, keeping what it has claimed. Returns `false` when the wait was
         /// cancelled.
         private mutating func pause(after error: CountdownError, version: UInt64) async throws -> Bool {
@@ -133,7 +133,7 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 
         /// The next event, waiting for it as long as needed; `nil` once the task is cancelled.
         ///
-        /// A lost connection to the database (a PostgreSQL server restarting, a terminated
+        /// A lost connection to the database (a database server restarting, a terminated
         /// session) does not end the sequence: it is logged as a warning and the read is tried
         /// again, 0.1 s later, then up to 1 s apart, until it succeeds.
         ///

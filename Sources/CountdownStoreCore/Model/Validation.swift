@@ -36,7 +36,7 @@ enum Validate {
                 code,
                 "invalid \(what) \(quoted(raw)): control character U+\(String(format: "%04X", bad.value)) is not allowed")
         }
-        // Swift compares strings by canonical equivalence, SQLite by bytes: storing NFC keeps them agreeing.
+        // Swift compares strings by canonical equivalence, databases by bytes: storing NFC keeps them agreeing.
         let normalized = raw.precomposedStringWithCanonicalMapping
         let bytes = normalized.utf8.count
         if bytes > maximumBytes {

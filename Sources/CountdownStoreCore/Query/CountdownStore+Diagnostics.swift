@@ -6,7 +6,7 @@ public struct StoreDiagnostics: Sendable {
     public var appliedMigrations: [String]
     /// The migrations this code knows, in order.
     public var knownMigrations: [String]
-    /// The engine's integrity check (SQLite's `integrity_check` or `quick_check`): `["ok"]` when
+    /// The engine's integrity check (full or quick, as asked): `["ok"]` when
     /// the database is sound, also when the check was skipped.
     public var integrity: [String]
     /// Which integrity check ran.
@@ -19,8 +19,9 @@ public struct StoreDiagnostics: Sendable {
     public var clock: ClockStatus
     /// The most recent clock events (edits and calibrations), newest first.
     public var recentClockEvents: [CountdownEvent]
-    /// What the database engine adds, in order (PostgreSQL: the server's version, the schema,
-    /// the lease's term, how far this host's clock is from the database's); empty for SQLite.
+    /// What the database engine adds, in order (a server engine: the server's version, the
+    /// schema, the lease's term, how far this host's clock is from the database's); empty for
+    /// the embedded engine.
     public var engineDetails: [EngineDetail] = []
 }
 
@@ -39,13 +40,13 @@ public struct EngineDetail: Sendable, Hashable {
 }
 
 /// How thoroughly ``CountdownStore/diagnostics(integrity:)`` checks the database. Every check
-/// but ``skip`` reads the whole database: on SQLite, about a second per million countdowns for
+/// but ``skip`` reads the whole database: on the embedded engine, about a second per million countdowns for
 /// the full check.
 public enum IntegrityCheck: String, Sendable, Hashable, CaseIterable {
-    /// Every page, every index against its table (SQLite's `integrity_check`).
+    /// Every page, every index against its table.
     case full
-    /// Every page, without comparing indexes with their tables (SQLite's `quick_check`): several
-    /// times faster; on PostgreSQL, the same as ``full``.
+    /// Every page, without comparing indexes with their tables: several times faster where the
+    /// engine has such a form, else the same as ``full``.
     case quick
     /// No check: the diagnostics then read nothing in proportion to the store's size but its counts.
     case skip

@@ -84,7 +84,7 @@ package final class WriteGroups: Sendable {
     }
 
     private let state = Locked(State())
-    /// How many groups may run side by side: 1 where writers take turns anyway (SQLite), more
+    /// How many groups may run side by side: 1 where writers take turns anyway, more
     /// where each runs on a connection of its own and the server commits them side by side.
     private let concurrency: Int
 
@@ -190,7 +190,7 @@ extension CountdownStore {
             break
         case .lead(var group, let siblings):
             if siblings > 0 {
-                // PostgreSQL's `commit_delay` with `commit_siblings`, without a timer: the callers
+                // A server's commit delay for its commit siblings, without a timer: the callers
                 // the last group just answered are running again, and most are about to write.
                 // Let them come (each yield lets the tasks ready to run go first; at most 8, and
                 // no more once nobody new came) and take them into this group rather than leave

@@ -20,8 +20,8 @@ package struct CountRow: Sendable, Hashable {
     }
 }
 
-/// Reads inside one transaction. The store's logic is written against this protocol;
-/// ``SQLiteEngine`` implements it on GRDB.
+/// Reads inside one transaction. The store's logic is written against this protocol; each
+/// engine implements it.
 package protocol RepositoryReading {
     func checkpoint() throws -> Checkpoint?
     func lease() throws -> Lease
@@ -52,12 +52,12 @@ package protocol RepositoryReading {
     /// The claims of a consumer, by first event id.
     func consumerClaims(_ name: String) throws -> [ConsumerClaim]
     /// `local`, a reading of this host's clock taken for this transaction, as the store's time
-    /// model must see it: SQLite keeps it as it is; an engine whose database has a clock of its
+    /// model must see it: an engine on this host's clock keeps it as it is; one whose database has a clock of its
     /// own puts that clock in place of the system clock, read in the same round trip as ``clocks()``.
     func clockReading(_ local: ClockReading) throws -> ClockReading
     /// For an engine whose database has a clock of its own: how far that clock (plus the
     /// calibration offset) is ahead of the store wall clock `wall`, at the instant of the last
-    /// ``clockReading(_:)``; `nil` for SQLite.
+    /// ``clockReading(_:)``; `nil` for an engine on this host's clock.
     func databaseClockSkew(wall: Int64) -> Int64?
     /// Runs `body`, whose reads of items take no row locks even in a write transaction (where
     /// engines that run writers side by side lock what they read): for reads that only decide

@@ -22,7 +22,7 @@ package protocol RepositoryWriting: RepositoryReading {
     func savepoint<T>(_ body: () throws -> T) throws -> T
     /// Locks the clock row until the transaction ends; called before the clocks are read by a
     /// write that moves the checkpoint or the lease, so that those writes take turns while the
-    /// others run side by side. SQLite has one writer at a time already: nothing to do.
+    /// others run side by side. An engine with one writer at a time has nothing to do.
     func lockClocks() throws
     func save(_ checkpoint: Checkpoint, creating: Bool) throws
     /// Whether the store holds any countdown or event (see ``FirstClockRow``).
@@ -33,7 +33,7 @@ package protocol RepositoryWriting: RepositoryReading {
     func insertNew(_ item: inout ItemRecord) throws -> Bool
     /// ``insertNew(_:)``, then, if it inserted, appends `event` made from the item. `lastWrite`
     /// says that the transaction writes nothing after it, so an engine may send both in one
-    /// statement (PostgreSQL does).
+    /// statement (the server engine does).
     func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool
     /// ``insertNew(_:)`` for each of `items` (their keys all different), which an engine may send
     /// as one statement; returns, for each, whether it was inserted.
@@ -52,7 +52,7 @@ package protocol RepositoryWriting: RepositoryReading {
     /// Deletes a consumer's claims whose last event id is at most `id`.
     func deleteClaims(_ consumer: String, through id: Int64) throws
     /// Writes `items`, each just marked expired (``ItemRecord/expire(at:)``), then appends
-    /// `events`: one statement for all where the engine can (PostgreSQL does).
+    /// `events`: one statement for all where the engine can (the server engine does).
     func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws
     /// Running countdowns of one policy due by `deadline`, in deadline order, at most `limit`,
     /// to record their expiries: locked until the transaction ends where writers run side by

@@ -57,7 +57,7 @@ package enum BoundedWait {
         of task: Task<T, Failure>, by deadline: StopDeadline, passingCancellation: Bool
     ) async -> Result<T, Failure>? {
         // Given up, the task is cancelled on the alarm's thread, not once this wait resumes: its
-        // cancellation is what frees threads that wait behind it (SQLite's lock waits end then).
+        // cancellation is what frees threads that wait behind it (an engine's lock waits end then).
         let race = WaitRace<T, Failure> { task.cancel() }
         Task { race.settle(.finished(await task.result)) }
         if let instant = deadline.instant { race.arm(at: instant) }

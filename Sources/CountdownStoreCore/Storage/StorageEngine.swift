@@ -1,7 +1,7 @@
 import Foundation
 
-/// Work an engine does in the background while a ticker runs (SQLite: folding the write-ahead
-/// log back into the file when no deadline is near).
+/// Work an engine does in the background while a ticker runs (the embedded engine: folding its
+/// write-ahead log back into the file when no deadline is near).
 package protocol EngineUpkeep: AnyObject, Sendable {
     /// The ticker is about to sleep, and the next deadline is `gapMs` away (`nil`: none is due).
     func idle(untilNextDeadlineMs gapMs: Int64?)
@@ -20,7 +20,7 @@ package protocol StorageEngine: CountdownRepository {
     /// polls it to notice writes it was not told about.
     func foreignChangeToken() async throws -> Int
     /// Whether the database tells this engine of other connections' writes as they commit
-    /// (PostgreSQL's LISTEN/NOTIFY), so that ``watchForeignChanges(clock:_:)`` is worth running.
+    /// (a server's notifications), so that ``watchForeignChanges(clock:_:)`` is worth running.
     var pushesForeignChanges: Bool { get }
     /// Calls `changed` whenever another connection's commit may matter (and whenever the engine
     /// may have missed one), until the task is cancelled; the ticker runs it beside its loop.
@@ -33,7 +33,7 @@ package protocol StorageEngine: CountdownRepository {
     /// The migrations this build knows, in order.
     var knownMigrations: [String] { get }
     /// The engine's own integrity check: `["ok"]` when the database is sound. `quick`: a faster
-    /// form where the engine has one (SQLite's `quick_check`).
+    /// form where the engine has one.
     func integrityCheck(quick: Bool) async throws -> [String]
     /// Folds the write-ahead log into the database and truncates it; whether all of it was.
     func checkpointLog() async throws -> Bool

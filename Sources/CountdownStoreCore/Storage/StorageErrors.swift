@@ -1,7 +1,7 @@
 import Foundation
 
-/// A database engine's failure that knows which ``CountdownError`` it is (SQLite's by its result
-/// code): each engine makes its own error type conform.
+/// A database engine's failure that knows which ``CountdownError`` it is (by its result code, or
+/// its server's error code): each engine makes its own error type conform.
 package protocol StorageFailure: Error {
     /// The failure as a ``CountdownError`` whose message names `place` (" at 'PATH'", or empty).
     func countdownError(place: String) -> CountdownError
@@ -13,7 +13,7 @@ package protocol StorageFailure: Error {
 }
 
 extension StorageFailure {
-    /// No failure is transient unless the engine says so (SQLite's never are).
+    /// No failure is transient unless the engine says so (an embedded engine's never are).
     package var isTransient: Bool { false }
 }
 

@@ -37,7 +37,7 @@ public final class CountdownTicker: Service, Sendable {
         /// While the loop sleeps: until when, and the change version it has handled.
         var asleep: (until: Int64, version: UInt64)?
         var idleWaiters: [CheckedContinuation<Bool, Never>] = []
-        /// The engine's upkeep while the ticker runs (SQLite: the WAL checkpointer, for a store on
+        /// The engine's upkeep while the ticker runs (the embedded engine's log checkpointer, for a store on
         /// its own file).
         var upkeep: (any EngineUpkeep)?
     }
@@ -50,7 +50,7 @@ public final class CountdownTicker: Service, Sendable {
     /// How many display subscriptions are open.
     public var subscriptionCount: Int { state.withLock { $0.subscriptions.count } }
 
-    /// The engine's upkeep while the ticker runs (on SQLite, a store's own file: its WAL checkpointer).
+    /// The engine's upkeep while the ticker runs (on a store's own file: its log checkpointer).
     package var upkeep: (any EngineUpkeep)? { state.withLock { $0.upkeep } }
 
     /// The lease as of the last heartbeat: whether this ticker is the one advancing time.
@@ -64,7 +64,7 @@ public final class CountdownTicker: Service, Sendable {
     /// (a server gone or hung, another process's lock held) is left behind, cancelled, with a
     /// warning, and the lease runs out by itself.
     ///
-    /// A lost connection to the database (a PostgreSQL server restarting, a terminated session)
+    /// A lost connection to the database (a database server restarting, a terminated session)
     /// does not stop it: it logs a warning and tries again after 0.1 s, then up to 1 s apart,
     /// heartbeat first, not counting itself the lease holder until a heartbeat succeeds.
     ///

@@ -37,7 +37,7 @@ extension CountdownStore {
     /// The clocks extrapolated to a reading of this host's clock taken now, as the engine places
     /// it (its wall clock is the database's where the engine has one), and that reading.
     ///
-    /// The reading is taken after the clock query, which on PostgreSQL waits for the clock row's
+    /// The reading is taken after the clock query, which on a server engine waits for the clock row's
     /// lock: a reading taken before would be older than a checkpoint another writer saved
     /// meanwhile, and look like the clock moving back.
     func extrapolate(

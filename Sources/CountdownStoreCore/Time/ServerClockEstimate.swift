@@ -2,7 +2,7 @@ import Foundation
 
 /// The estimate of a database server's clock between two readings of it: the last reading plus
 /// the time this host's boot clock measured since. An engine whose wall clock is its server's
-/// (PostgreSQL, shared by hosts on several machines) supplies the readings; the time logic
+/// (a server, shared by hosts on several machines) supplies the readings; the time logic
 /// (where a reading falls, what a stepped server clock means) is here.
 package final class ServerClockEstimate: @unchecked Sendable {
     // Safe: `sample` is only reached under `lock`.

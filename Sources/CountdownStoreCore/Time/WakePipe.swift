@@ -8,7 +8,7 @@ import Musl
 import Darwin
 #endif
 
-/// A pipe that wakes a thread of the store's own (the boot sleeper, the WAL checkpointer) from a
+/// A pipe that wakes a thread of the store's own (the boot sleeper, an engine's log checkpointer) from a
 /// `poll` with a relative timeout: relative timeouts do not depend on the wall clock at all.
 package final class WakePipe: Sendable {
     private let readEnd: Int32
