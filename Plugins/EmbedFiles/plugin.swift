@@ -8,19 +8,27 @@ import PackagePlugin
 /// plugin takes no arguments from the manifest), nothing is guessed from the target's name:
 ///
 /// ```json
-/// { "type": "EmbeddedMigrations", "folder": "Migrations/sqlite", "extensions": ["sql"] }
+/// [{ "type": "EmbeddedMigrations", "folder": "Migrations/sqlite", "extensions": ["sql"] }]
 /// ```
 ///
-/// `type`: the enum the target gets (`TYPE.files`: each file's name and text, in name order);
-/// `folder`: where the files are, from the package's root; `extensions`: which files of it. The
-/// target excludes `embedded-files.json` (and a folder of its own it embeds) in the manifest.
+/// Each entry: `type`, the enum the target gets (`TYPE.files`: each file's name and text, in
+/// name order); `folder`, where the files are, from the package's root; `extensions` and
+/// `names`, which files of it (either or both; a file matches when it has one of the extensions
+/// or one of the names). The target excludes `embedded-files.json` (and a folder of its own it
+/// embeds) in the manifest.
 @main
 struct EmbedFiles: BuildToolPlugin {
     /// The contents of `embedded-files.json`.
     struct Settings: Decodable {
         var type: String
         var folder: String
-        var extensions: [String]
+        var extensions: [String]?
+        var names: [String]?
+
+        /// Whether the file `name` is one to embed.
+        func takes(_ name: String) -> Bool {
+            (names ?? []).contains(name) || (extensions ?? []).contains { name.hasSuffix("." + $0) }
+        }
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -33,26 +41,27 @@ struct EmbedFiles: BuildToolPlugin {
         guard let data = FileManager.default.contents(atPath: settingsFile.path) else {
             throw Failure(description: "\(target.name) uses EmbedFiles but has no \(settingsFile.path)")
         }
-        let settings: Settings
+        let entries: [Settings]
         do {
-            settings = try JSONDecoder().decode(Settings.self, from: data)
+            entries = try JSONDecoder().decode([Settings].self, from: data)
         } catch {
             throw Failure(description: "\(settingsFile.path) is not valid: \(error)")
         }
-        let folder = context.package.directoryURL.appending(path: settings.folder)
-        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
-            .filter { name in settings.extensions.contains { name.hasSuffix("." + $0) } }
-            .sorted()
-        let inputs = names.map { folder.appending(path: $0) }
-        let output = context.pluginWorkDirectoryURL.appending(path: "\(settings.type).swift")
-        return [
-            .buildCommand(
+        return try entries.map { settings in
+            let folder = context.package.directoryURL.appending(path: settings.folder)
+            let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter(settings.takes).sorted()
+            guard !names.isEmpty else {
+                throw Failure(description: "\(settingsFile.path): nothing to embed as \(settings.type) in \(settings.folder)")
+            }
+            let inputs = names.map { folder.appending(path: $0) }
+            let output = context.pluginWorkDirectoryURL.appending(path: "\(settings.type).swift")
+            return .buildCommand(
                 displayName: "Embedding \(names.count) files of \(settings.folder) as \(settings.type)",
                 executable: try context.tool(named: "EmbedFilesTool").url,
                 arguments: [output.path, settings.type] + inputs.map(\.path),
                 inputFiles: inputs + [settingsFile],
                 outputFiles: [output]
             )
-        ]
+        }
     }
 }

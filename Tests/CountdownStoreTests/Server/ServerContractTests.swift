@@ -31,7 +31,7 @@ extension RealProcesses {
             let served = try await server.get("/api/openapi.json")
             await server.stop()
             #expect(served.status == 200 && served.header("Content-Type")?.hasPrefix("application/json") == true, "\(served.summary)")
-            #expect(served.body == kept, "the served document differs from openapi.json: run scripts/embed-openapi.py")
+            #expect(served.body == kept, "the served document differs from openapi.json: rebuild")
             let validator = try HelperProcess(
                 [
                     "python3", "-c",
