@@ -20,7 +20,9 @@ extension CountdownStore {
         public var clockEditTolerance: Duration
         /// How long a write of the embedded engine waits for another process's write lock before
         /// failing. Default: 10 s.
-        @available(*, deprecated, message: "give SQLiteOptions(busyTimeout:) to CountdownStore(path:configuration:sqlite:)")
+        @available(
+            *, deprecated, message: "give SQLiteOptions(busyTimeout:) to CountdownStore(path:configuration:sqlite:)"
+        )
         public var busyTimeout: Duration {
             get { sqliteBusyTimeout ?? .seconds(10) }
             set { sqliteBusyTimeout = newValue }
@@ -79,7 +81,9 @@ extension CountdownStore {
 
         /// A configuration with the embedded engine's busy timeout in it, as before it moved to
         /// that engine's opening.
-        @available(*, deprecated, message: "give SQLiteOptions(busyTimeout:) to CountdownStore(path:configuration:sqlite:)")
+        @available(
+            *, deprecated, message: "give SQLiteOptions(busyTimeout:) to CountdownStore(path:configuration:sqlite:)"
+        )
         public init(
             clock: any StoreClock = SystemClock(),
             heartbeatInterval: Duration = .seconds(1),
@@ -92,7 +96,8 @@ extension CountdownStore {
         ) {
             self.init(
                 clock: clock, heartbeatInterval: heartbeatInterval, leaseDuration: leaseDuration,
-                clockEditTolerance: clockEditTolerance, durability: durability, claimTimeout: claimTimeout, logger: logger)
+                clockEditTolerance: clockEditTolerance, durability: durability, claimTimeout: claimTimeout,
+                logger: logger)
             sqliteBusyTimeout = busyTimeout
         }
 

@@ -188,7 +188,9 @@ extension CountdownStore {
 
     /// How a group commit inserts `request` with the group's other new keys.
     private static func groupedStart(_ request: ValidRequest) -> GroupedStart {
-        GroupedStart(key: request.key, item: { time in newItem(request, time) }, event: { item, time in startedEvent(item, time) })
+        GroupedStart(
+            key: request.key, item: { time in newItem(request, time) },
+            event: { item, time in startedEvent(item, time) })
     }
 
     private static func start(
@@ -219,7 +221,8 @@ extension CountdownStore {
         item.id = existing.id
         item.generation = existing.generation + 1
         try tx.update(item)
-        try tx.append(EventRecord(item.kind == .stopwatch ? .stopwatchStarted : .replaced, item: item, at: time, detail: detail))
+        try tx.append(
+            EventRecord(item.kind == .stopwatch ? .stopwatchStarted : .replaced, item: item, at: time, detail: detail))
         return item.countdown(at: time)
     }
 
@@ -268,11 +271,12 @@ extension CountdownStore {
             try Self.expire(&item, tx, time)
             let expired = item
             do {
-                return .success(try tx.savepoint {
-                    var changed = expired
-                    try change(&changed, tx, time)
-                    return changed.countdown(at: time)
-                })
+                return .success(
+                    try tx.savepoint {
+                        var changed = expired
+                        try change(&changed, tx, time)
+                        return changed.countdown(at: time)
+                    })
             } catch let refusal as CountdownError {
                 return .failure(refusal)
             }
@@ -282,7 +286,9 @@ extension CountdownStore {
 
     private static func require(_ item: ItemRecord, in states: Set<CountdownState>, to verb: String) throws {
         guard states.contains(item.state) else {
-            let now = item.state == .cancelled ? "was cancelled" : item.state == .expired ? "has expired" : "is already \(item.state.rawValue)"
+            let now =
+                item.state == .cancelled
+                ? "was cancelled" : item.state == .expired ? "has expired" : "is already \(item.state.rawValue)"
             throw CountdownError(.wrongState, "cannot \(verb) \(quoted(item.key)): it \(now)")
         }
     }
@@ -374,7 +380,8 @@ extension CountdownStore {
             }
             item.changeDuration(by: amountMs, at: time)
             try tx.update(item)
-            try tx.append(EventRecord(.extended, item: item, at: time, detail: ["by_ms": amountMs, "duration_ms": duration]))
+            try tx.append(
+                EventRecord(.extended, item: item, at: time, detail: ["by_ms": amountMs, "duration_ms": duration]))
         }
     }
 
@@ -399,7 +406,8 @@ extension CountdownStore {
             item.changeDuration(by: (overshoot ? elapsed : shortened) - (item.durationMs ?? 0), at: time)
             try tx.update(item)
             try tx.append(
-                EventRecord(.shortened, item: item, at: time, detail: ["by_ms": amountMs, "duration_ms": item.durationMs ?? 0]))
+                EventRecord(
+                    .shortened, item: item, at: time, detail: ["by_ms": amountMs, "duration_ms": item.durationMs ?? 0]))
             if overshoot { try Self.expire(&item, tx, time) }
         }
     }

@@ -61,14 +61,18 @@ public final class CountdownStore: Sendable {
         self.configuration = configuration
         self.metrics = StoreMetrics(configuration.metrics)
         self.groups = WriteGroups(concurrency: engine.concurrentWriteGroups)
-        self.instanceID = "\(Self.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
+        self.instanceID =
+            "\(Self.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
-        if configuration.clock.bootIdentity == nil, Self.bootIdentityUnreadableSaid.withLock({ said in
-            defer { said = true }
-            return !said
-        }) {
+        if configuration.clock.bootIdentity == nil,
+            Self.bootIdentityUnreadableSaid.withLock({ said in
+                defer { said = true }
+                return !said
+            })
+        {
             configuration.logger.warning(
-                "the boot identity cannot be read here: a change of the system clock is taken for time that passed, forward as it happened and never backward, as across a reboot")
+                "the boot identity cannot be read here: a change of the system clock is taken for time that passed, forward as it happened and never backward, as across a reboot"
+            )
         }
     }
 
@@ -126,7 +130,11 @@ public final class CountdownStore: Sendable {
     /// ``close()`` giving up at `stop`'s deadline (started now unless it has started): the
     /// `countdown run` tool closes by the deadline of the stop its signal began.
     package func close(by stop: StopDeadline) async throws(CountdownError) {
-        guard !state.withLock({ memory in defer { memory.closed = true }; return memory.closed }) else { return }
+        guard
+            !state.withLock({ memory in
+                defer { memory.closed = true }; return memory.closed
+            })
+        else { return }
         stop.start()
         let consumers = claimedConsumers()
         let holdsLease = state.withLock { $0.tookLease }
@@ -142,15 +150,18 @@ public final class CountdownStore: Sendable {
         case .failure(let failure)?:
             let error = CountdownError(storage: failure, path: path)
             guard error.isTransient else { throw error }
-            warnUnwritten(consumers: consumers, claimsReleased: claimsReleased.withLock { $0 }, lease: holdsLease,
-                          why: "the database cannot be reached", error: error)
+            warnUnwritten(
+                consumers: consumers, claimsReleased: claimsReleased.withLock { $0 }, lease: holdsLease,
+                why: "the database cannot be reached", error: error)
         case nil:
-            warnUnwritten(consumers: consumers, claimsReleased: claimsReleased.withLock { $0 }, lease: holdsLease,
-                          why: "no answer from the database within \(stop.bound)", error: nil)
+            warnUnwritten(
+                consumers: consumers, claimsReleased: claimsReleased.withLock { $0 }, lease: holdsLease,
+                why: "no answer from the database within \(stop.bound)", error: nil)
         }
         let underWay = using.refuseNew()
         if underWay > 0 {
-            let drained = await BoundedWait.result(of: Task { await using.drained() }, by: stop, passingCancellation: false)
+            let drained = await BoundedWait.result(
+                of: Task { await using.drained() }, by: stop, passingCancellation: false)
             if drained == nil {
                 // The database does not answer: their waits give up, and the database closes once
                 // they have ended, without this call waiting any longer.
@@ -175,10 +186,13 @@ public final class CountdownStore: Sendable {
 
     /// Logs, as a warning, what closing could not write: the claims of `consumers` (unless
     /// released) and the final heartbeat that gives up the lease (if this instance took it).
-    private func warnUnwritten(consumers: [String], claimsReleased: Bool, lease: Bool, why: String, error: CountdownError?) {
+    private func warnUnwritten(
+        consumers: [String], claimsReleased: Bool, lease: Bool, why: String, error: CountdownError?
+    ) {
         var unwritten: [String] = []
         if !consumers.isEmpty && !claimsReleased {
-            unwritten.append("give up the claims of consumer\(consumers.count == 1 ? "" : "s") \(consumers.joined(separator: ", "))")
+            unwritten.append(
+                "give up the claims of consumer\(consumers.count == 1 ? "" : "s") \(consumers.joined(separator: ", "))")
         }
         if lease || unwritten.isEmpty { unwritten.append("write the final heartbeat and give up the lease") }
         var metadata: Logger.Metadata = [:]

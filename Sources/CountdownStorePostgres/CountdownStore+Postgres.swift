@@ -126,7 +126,8 @@ extension CountdownStore {
         let engine: PostgresEngine
         do {
             engine = try await Self.prepareEngine(
-                servers: ServerSelection(client: client, logger: configuration.logger), schema: schema, place: place, wakeUps: wakeUps,
+                servers: ServerSelection(client: client, logger: configuration.logger), schema: schema, place: place,
+                wakeUps: wakeUps,
                 configuration: configuration, databaseClock: databaseClock, beforeCommit: beforeCommit, upTo: last)
         } catch {
             throw CountdownError(storage: error, path: nil)
@@ -137,7 +138,8 @@ extension CountdownStore {
     /// The engine on `client`, its schema brought up to date and its clocks started.
     private static func prepareEngine(
         servers: ServerSelection, schema: String?, place: String, wakeUps: PostgresWakeUps,
-        configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)?, upTo last: String? = nil
+        configuration: Configuration, databaseClock: Bool, beforeCommit: (@Sendable () -> Void)?,
+        upTo last: String? = nil
     ) async throws -> PostgresEngine {
         if let schema, schema.isEmpty || schema.utf8.count > 63 || schema.contains("\0") {
             throw CountdownError(
@@ -154,7 +156,8 @@ extension CountdownStore {
             channel: notificationChannel(schema: schema), eventLockClass: eventLockClass(schema: schema),
             clock: configuration.clock, syncsEveryCommit: configuration.durability == .full, beforeCommit: beforeCommit,
             statements: PostgresStatements(
-                prefix: prefix, insertColumns: PostgresTransaction.insertColumns, insertTypes: PostgresTransaction.insertTypes),
+                prefix: prefix, insertColumns: PostgresTransaction.insertColumns,
+                insertTypes: PostgresTransaction.insertTypes),
             abandonment: Locked(false),
             cancelledWaitMs: Int(configuration.leaseAtLeastASecond.milliseconds),
             answerBoundMs: nil)

@@ -38,7 +38,9 @@ extension PostgresConnectionString {
     func checkTLSFiles() throws(CountdownError) {
         guard sslMode != .disable else { return }
         var files: [(String, String)] = []
-        if let root = sslRootCert, root != "system", sslMode == .verifyCA || sslMode == .verifyFull { files.append(("sslrootcert", root)) }
+        if let root = sslRootCert, root != "system", sslMode == .verifyCA || sslMode == .verifyFull {
+            files.append(("sslrootcert", root))
+        }
         if let sslCert { files.append(("sslcert", sslCert)) }
         if let sslKey { files.append(("sslkey", sslKey)) }
         for (name, path) in files where !FileManager.default.isReadableFile(atPath: path) {
@@ -56,7 +58,9 @@ extension PostgresConnectionString {
                 _ = try tlsConfiguration(.require)
             } catch {
                 throw CountdownError(
-                    .invalidArgument, "sslcert \(quoted(sslCert)) and sslkey \(quoted(sslKey)) are not a PEM certificate and key: \(error)")
+                    .invalidArgument,
+                    "sslcert \(quoted(sslCert)) and sslkey \(quoted(sslKey)) are not a PEM certificate and key: \(error)"
+                )
             }
         }
     }
@@ -70,17 +74,21 @@ extension PostgresConnectionString {
     }
 
     /// A pool's configuration for `server`, with TLS as `mode` says (after ``allow``'s choice).
-    func clientConfiguration(for server: Server, tls mode: SSLMode, extraParameters: [(String, String)]) throws -> PostgresClient.Configuration {
+    func clientConfiguration(for server: Server, tls mode: SSLMode, extraParameters: [(String, String)]) throws
+        -> PostgresClient.Configuration
+    {
         var configuration: PostgresClient.Configuration
         if server.isSocket {
             configuration = PostgresClient.Configuration(
-                unixSocketPath: server.host + "/.s.PGSQL.\(server.port)", username: user, password: password, database: database)
+                unixSocketPath: server.host + "/.s.PGSQL.\(server.port)", username: user, password: password,
+                database: database)
         } else {
             let tls: PostgresClient.Configuration.TLS
             switch mode {
             case .disable: tls = .disable
             case .allow, .prefer: tls = .prefer(try tlsConfiguration(mode) ?? .makeClientConfiguration())
-            case .require, .verifyCA, .verifyFull: tls = .require(try tlsConfiguration(mode) ?? .makeClientConfiguration())
+            case .require, .verifyCA, .verifyFull:
+                tls = .require(try tlsConfiguration(mode) ?? .makeClientConfiguration())
             }
             configuration = PostgresClient.Configuration(
                 host: server.host, port: server.port, username: user, password: password, database: database, tls: tls)
@@ -98,16 +106,19 @@ extension PostgresConnectionString {
         var configuration: PostgresConnection.Configuration
         if server.isSocket {
             configuration = PostgresConnection.Configuration(
-                unixSocketPath: server.host + "/.s.PGSQL.\(server.port)", username: user, password: password, database: database)
+                unixSocketPath: server.host + "/.s.PGSQL.\(server.port)", username: user, password: password,
+                database: database)
         } else {
             let tls: PostgresConnection.Configuration.TLS
             switch mode {
             case .disable:
                 tls = .disable
             case .allow, .prefer:
-                tls = .prefer(try NIOSSLContext(configuration: try tlsConfiguration(mode) ?? .makeClientConfiguration()))
+                tls = .prefer(
+                    try NIOSSLContext(configuration: try tlsConfiguration(mode) ?? .makeClientConfiguration()))
             case .require, .verifyCA, .verifyFull:
-                tls = .require(try NIOSSLContext(configuration: try tlsConfiguration(mode) ?? .makeClientConfiguration()))
+                tls = .require(
+                    try NIOSSLContext(configuration: try tlsConfiguration(mode) ?? .makeClientConfiguration()))
             }
             configuration = PostgresConnection.Configuration(
                 host: server.host, port: server.port, username: user, password: password, database: database, tls: tls)
@@ -122,6 +133,8 @@ extension PostgresConnectionString {
 extension PostgresConnectionString {
     /// A pool's configuration for the first server, without picking one (the benchmarks' raw client).
     package var clientConfiguration: PostgresClient.Configuration {
-        get throws { try clientConfiguration(for: servers[0], tls: sslMode == .allow ? .disable : sslMode, extraParameters: []) }
+        get throws {
+            try clientConfiguration(for: servers[0], tls: sslMode == .allow ? .disable : sslMode, extraParameters: [])
+        }
     }
 }

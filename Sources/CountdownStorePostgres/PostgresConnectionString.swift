@@ -117,10 +117,13 @@ package struct PostgresConnectionString: Sendable {
 
     /// Parses `text` (a `postgres://` or `postgresql://` URL, or `key=value` pairs), completing
     /// it from `environment`.
-    package init(_ text: String, environment: Environment = .process, defaultApplicationName: String? = nil) throws(CountdownError) {
+    package init(_ text: String, environment: Environment = .process, defaultApplicationName: String? = nil)
+        throws(CountdownError)
+    {
         let shown = Self.redact(text)
         func invalid(_ why: String) -> CountdownError {
-            CountdownError(.invalidArgument, "invalid PostgreSQL connection string \(quoted(shown, limit: 200)): \(why)")
+            CountdownError(
+                .invalidArgument, "invalid PostgreSQL connection string \(quoted(shown, limit: 200)): \(why)")
         }
         let pairs: [(String, String)]
         if Self.isURL(text) {
@@ -146,7 +149,9 @@ package struct PostgresConnectionString: Sendable {
         // Servers: hosts (or addresses) and ports, one port for all or one each. With
         // `hostaddr`, the addresses are connected to and the names in `host` checked in certificates.
         func list(_ text: String) -> [String] {
-            text.split(separator: ",", omittingEmptySubsequences: false).map { String($0).trimmingCharacters(in: .whitespaces) }
+            text.split(separator: ",", omittingEmptySubsequences: false).map {
+                String($0).trimmingCharacters(in: .whitespaces)
+            }
         }
         let names = list(value("host", "PGHOST") ?? "")
         let addresses = value("hostaddr", "PGHOSTADDR").map(list)
@@ -155,13 +160,15 @@ package struct PostgresConnectionString: Sendable {
         }
         let hosts = addresses ?? names
         let portText = value("port", "PGPORT") ?? ""
-        let ports = portText.isEmpty ? [] : portText.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let ports =
+            portText.isEmpty ? [] : portText.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         guard ports.count <= 1 || ports.count == hosts.count else {
             throw invalid("\(ports.count) ports for \(hosts.count) hosts (give one port, or one per host)")
         }
         var servers: [Server] = []
         for (index, host) in hosts.enumerated() {
-            let portValue = ports.isEmpty ? "" : ports[ports.count == 1 ? 0 : index].trimmingCharacters(in: .whitespaces)
+            let portValue =
+                ports.isEmpty ? "" : ports[ports.count == 1 ? 0 : index].trimmingCharacters(in: .whitespaces)
             var port = 5432
             if !portValue.isEmpty {
                 guard let number = Int(portValue), (1...65535).contains(number) else {
@@ -170,7 +177,8 @@ package struct PostgresConnectionString: Sendable {
                 port = number
             }
             let name = addresses != nil && names != [""] ? names[index] : nil
-            servers.append(Server(host: host.isEmpty ? Self.defaultSocketFolder : host, port: port, certificateName: name))
+            servers.append(
+                Server(host: host.isEmpty ? Self.defaultSocketFolder : host, port: port, certificateName: name))
         }
         self.servers = servers
 
@@ -180,18 +188,22 @@ package struct PostgresConnectionString: Sendable {
 
         guard let mode = SSLMode(rawValue: value("sslmode", "PGSSLMODE") ?? "prefer") else {
             throw invalid(
-                "unknown sslmode \(quoted(value("sslmode", "PGSSLMODE") ?? "")) (known: \(SSLMode.allCases.map(\.rawValue).joined(separator: ", ")))")
+                "unknown sslmode \(quoted(value("sslmode", "PGSSLMODE") ?? "")) (known: \(SSLMode.allCases.map(\.rawValue).joined(separator: ", ")))"
+            )
         }
         // libpq's defaults: the files of ~/.postgresql, when they exist.
         func defaultFile(_ name: String) -> String? {
             guard let home = environment.home else { return nil }
-            let path = ((home as NSString).appendingPathComponent(".postgresql") as NSString).appendingPathComponent(name)
+            let path = ((home as NSString).appendingPathComponent(".postgresql") as NSString).appendingPathComponent(
+                name)
             return FileManager.default.fileExists(atPath: path) ? path : nil
         }
         sslRootCert = value("sslrootcert", "PGSSLROOTCERT") ?? defaultFile("root.crt")
         sslCert = value("sslcert", "PGSSLCERT")
         sslKey = value("sslkey", "PGSSLKEY")
-        if sslCert == nil, sslKey == nil, let certificate = defaultFile("postgresql.crt"), let key = defaultFile("postgresql.key") {
+        if sslCert == nil, sslKey == nil, let certificate = defaultFile("postgresql.crt"),
+            let key = defaultFile("postgresql.key")
+        {
             sslCert = certificate
             sslKey = key
         }
@@ -214,16 +226,20 @@ package struct PostgresConnectionString: Sendable {
         } else {
             connectTimeout = .seconds(10)
         }
-        applicationName = value("application_name", "PGAPPNAME") ?? values["fallback_application_name"] ?? defaultApplicationName
+        applicationName =
+            value("application_name", "PGAPPNAME") ?? values["fallback_application_name"] ?? defaultApplicationName
 
         let attributes = value("target_session_attrs", "PGTARGETSESSIONATTRS") ?? "any"
         switch attributes {
         case "read-only", "standby", "prefer-standby":
-            throw invalid("target_session_attrs \(quoted(attributes)) would take a server that refuses writes, and the store writes (use any, read-write or primary)")
+            throw invalid(
+                "target_session_attrs \(quoted(attributes)) would take a server that refuses writes, and the store writes (use any, read-write or primary)"
+            )
         default:
             guard let taken = TargetSessionAttributes(rawValue: attributes) else {
                 throw invalid(
-                    "unknown target_session_attrs \(quoted(attributes)) (known: \(TargetSessionAttributes.allCases.map(\.rawValue).joined(separator: ", ")))")
+                    "unknown target_session_attrs \(quoted(attributes)) (known: \(TargetSessionAttributes.allCases.map(\.rawValue).joined(separator: ", ")))"
+                )
             }
             targetSessionAttributes = taken
         }
@@ -244,7 +260,9 @@ package struct PostgresConnectionString: Sendable {
 
         password = value("password", "PGPASSWORD")
         if password == nil {
-            let file = value("passfile", "PGPASSFILE") ?? environment.home.map { ($0 as NSString).appendingPathComponent(".pgpass") }
+            let file =
+                value("passfile", "PGPASSFILE")
+                ?? environment.home.map { ($0 as NSString).appendingPathComponent(".pgpass") }
             if let file {
                 password = Self.passwordFromFile(file, servers: servers, database: database, user: user)
             }
@@ -274,9 +292,13 @@ package struct PostgresConnectionString: Sendable {
 
     /// The URL's parts as keyword pairs, in libpq's order (the query's parameters last, so
     /// that they override what the authority says, as libpq does not allow both).
-    private static func urlPairs(_ text: String, invalid: (String) -> CountdownError) throws(CountdownError) -> [(String, String)] {
+    private static func urlPairs(_ text: String, invalid: (String) -> CountdownError) throws(CountdownError) -> [(
+        String, String
+    )] {
         func decoded(_ part: Substring, _ what: String) throws(CountdownError) -> String {
-            guard let value = String(part).removingPercentEncoding else { throw invalid("the \(what) is not valid percent-encoding") }
+            guard let value = String(part).removingPercentEncoding else {
+                throw invalid("the \(what) is not valid percent-encoding")
+            }
             return value
         }
         guard let scheme = text.range(of: "://") else { throw invalid("expected postgres://") }
@@ -311,10 +333,14 @@ package struct PostgresConnectionString: Sendable {
                 var host: Substring
                 var port: Substring = ""
                 if spec.hasPrefix("[") {
-                    guard let close = spec.firstIndex(of: "]") else { throw invalid("the IPv6 address \(quoted(String(spec))) has no closing ]") }
+                    guard let close = spec.firstIndex(of: "]") else {
+                        throw invalid("the IPv6 address \(quoted(String(spec))) has no closing ]")
+                    }
                     host = spec[spec.index(after: spec.startIndex)..<close]
                     let after = spec[spec.index(after: close)...]
-                    if after.hasPrefix(":") { port = after.dropFirst() } else if !after.isEmpty {
+                    if after.hasPrefix(":") {
+                        port = after.dropFirst()
+                    } else if !after.isEmpty {
                         throw invalid("unexpected \(quoted(String(after))) after the address")
                     }
                 } else if let colon = spec.lastIndex(of: ":") {
@@ -334,12 +360,16 @@ package struct PostgresConnectionString: Sendable {
         }
         if !path.isEmpty { pairs.append(("dbname", try decoded(path, "database name"))) }
         for item in query.split(separator: "&") where !item.isEmpty {
-            guard let equals = item.firstIndex(of: "=") else { throw invalid("the parameter \(quoted(String(item))) has no value") }
+            guard let equals = item.firstIndex(of: "=") else {
+                throw invalid("the parameter \(quoted(String(item))) has no value")
+            }
             let key = try decoded(item[..<equals], "parameter name")
             let value = try decoded(item[item.index(after: equals)...], "value of \(key)")
             if key == "ssl" {
                 // libpq's URI form takes JDBC's `ssl=true` for `sslmode=require`.
-                guard value == "true" else { throw invalid("ssl \(quoted(value)): only ssl=true is understood (use sslmode)") }
+                guard value == "true" else {
+                    throw invalid("ssl \(quoted(value)): only ssl=true is understood (use sslmode)")
+                }
                 pairs.append(("sslmode", "require"))
                 continue
             }
@@ -352,10 +382,14 @@ package struct PostgresConnectionString: Sendable {
 
     /// `key = value` pairs separated by spaces; a value in single quotes may hold spaces, and
     /// `\'` and `\\` within it.
-    private static func keywordPairs(_ text: String, invalid: (String) -> CountdownError) throws(CountdownError) -> [(String, String)] {
+    private static func keywordPairs(_ text: String, invalid: (String) -> CountdownError) throws(CountdownError) -> [(
+        String, String
+    )] {
         var pairs: [(String, String)] = []
         var characters = Array(text)[...]
-        func skipSpaces() { while let first = characters.first, first.isWhitespace { characters = characters.dropFirst() } }
+        func skipSpaces() {
+            while let first = characters.first, first.isWhitespace { characters = characters.dropFirst() }
+        }
         while true {
             skipSpaces()
             guard !characters.isEmpty else { break }
@@ -409,7 +443,7 @@ package struct PostgresConnectionString: Sendable {
     static func passwordFromFile(_ path: String, servers: [Server], database: String, user: String) -> String? {
         var status = stat()
         guard stat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, status.st_mode & 0o077 == 0,
-              let text = try? String(contentsOfFile: path, encoding: .utf8)
+            let text = try? String(contentsOfFile: path, encoding: .utf8)
         else { return nil }
         for server in servers {
             let host = server.isSocket ? "localhost" : server.host
@@ -452,7 +486,8 @@ package struct PostgresConnectionString: Sendable {
             }
             return result
         }
-        guard let range = text.range(of: "password\\s*=\\s*('([^'\\\\]|\\\\.)*'|[^\\s]*)", options: .regularExpression) else { return text }
+        guard let range = text.range(of: "password\\s*=\\s*('([^'\\\\]|\\\\.)*'|[^\\s]*)", options: .regularExpression)
+        else { return text }
         var result = text
         result.replaceSubrange(range, with: "password=***")
         return result

@@ -110,16 +110,23 @@ struct PostgresEngine: StorageEngine {
             do {
                 return try await attemptTransaction(writing: writing, eventHorizonFirst: eventHorizonFirst, body)
             } catch let error as PostgresFailure where writing && error.isDeadlock && attempt <= Self.deadlockRetries {
-                logger.debug("a write was rolled back by a deadlock; running it again", metadata: ["attempt": "\(attempt)"])
+                logger.debug(
+                    "a write was rolled back by a deadlock; running it again", metadata: ["attempt": "\(attempt)"])
             } catch let error as PostgresFailure where ServerSelection.isReadOnly(error.error) && attempt == 1 {
                 // The server refused the write as read-only (a standby, or a demoted primary):
                 // nothing was written, and the next attempt runs on the server picked again.
-                logger.info("the database server refused a write as read-only; trying the servers again", metadata: ["error": "\(error)"])
+                logger.info(
+                    "the database server refused a write as read-only; trying the servers again",
+                    metadata: ["error": "\(error)"])
             } catch let failed as BeginFailed {
                 // The pool handed over a connection the server had already closed (a terminated
                 // session, a restart): nothing ran, so once more on another.
-                guard failed.failure.isTransient, attempt == 1, !(failed.failure.error is WaitAbandoned) else { throw failed.failure }
-                logger.debug("a pooled connection was closed; beginning again on another", metadata: ["error": "\(failed.failure)"])
+                guard failed.failure.isTransient, attempt == 1, !(failed.failure.error is WaitAbandoned) else {
+                    throw failed.failure
+                }
+                logger.debug(
+                    "a pooled connection was closed; beginning again on another",
+                    metadata: ["error": "\(failed.failure)"])
             }
         }
     }
@@ -132,7 +139,8 @@ struct PostgresEngine: StorageEngine {
             return try await withTaskCancellationHandler {
                 try await servers.withConnection { connection in
                     try await Blocking.run {
-                        let tx = PostgresTransaction(engine: self, connection: connection, writing: writing, watch: watch)
+                        let tx = PostgresTransaction(
+                            engine: self, connection: connection, writing: writing, watch: watch)
                         if eventHorizonFirst {
                             do {
                                 tx.horizon = try tx.computeEventHorizon()
@@ -144,7 +152,9 @@ struct PostgresEngine: StorageEngine {
                         // Sent without waiting: it runs before the body's first statement, whose
                         // wait takes its result first.
                         try tx.sendUnanswered(
-                            writing ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                            writing
+                                ? "BEGIN ISOLATION LEVEL READ COMMITTED"
+                                : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
                             isBegin: true)
                         if writing && syncsEveryCommit {
                             // Pipelined with the BEGIN: no round trip of its own.
@@ -233,14 +243,18 @@ struct PostgresEngine: StorageEngine {
                 }
             } catch {
                 if Task.isCancelled { return }
-                logger.debug("listening for other hosts' writes failed; polling meanwhile", metadata: ["error": "\(error)"])
+                logger.debug(
+                    "listening for other hosts' writes failed; polling meanwhile", metadata: ["error": "\(error)"])
             }
             do {
                 try await clock.sleep(untilBootMilliseconds: clock.bootMilliseconds + delayMs)
             } catch {
                 return
             }
-            delayMs = listened.withLock({ flag in defer { flag = false }; return flag }) ? 100 : min(1000, delayMs * 2)
+            delayMs =
+                listened.withLock({ flag in
+                    defer { flag = false }; return flag
+                }) ? 100 : min(1000, delayMs * 2)
         }
     }
 
@@ -281,14 +295,17 @@ struct PostgresEngine: StorageEngine {
             let seenAs = address.map { " (\($0):\(port ?? 0) as the server sees it)" } ?? " (Unix socket)"
             return [
                 EngineDetail(name: "server", value: "PostgreSQL \(version), \(tx.engine.place)"),
-                EngineDetail(name: "connected to", value: "\(reached.map(\.description) ?? "the host's client")\(seenAs)"),
+                EngineDetail(
+                    name: "connected to", value: "\(reached.map(\.description) ?? "the host's client")\(seenAs)"),
                 EngineDetail(name: "role", value: standby ? "standby (read-only)" : "primary"),
                 EngineDetail(name: "tls", value: tls ?? "off"),
                 EngineDetail(name: "schema", value: try schema ?? row?[3].decode(String?.self) ?? "default"),
                 EngineDetail(name: "lease term", value: term.map { "\($0)" } ?? "none"),
                 EngineDetail(
                     name: "host clock",
-                    value: "\(offset >= 0 ? "+" : "")\(offset) ms from the database's (±\(max(1, (after - before) / 2)) ms); the store counts by the database's"),
+                    value:
+                        "\(offset >= 0 ? "+" : "")\(offset) ms from the database's (±\(max(1, (after - before) / 2)) ms); the store counts by the database's"
+                ),
             ]
         }
     }

@@ -49,7 +49,8 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
             guard let code else { return false }
             // A server that refuses writes as read-only may be promoted, or the store moves on
             // to one that takes them (see ``ServerSelection``).
-            return PostgresError.Code.connectionEnded.contains(code) || code.raw.hasPrefix("08") || code == .readOnlySqlTransaction
+            return PostgresError.Code.connectionEnded.contains(code) || code.raw.hasPrefix("08")
+                || code == .readOnlySqlTransaction
         default:
             return false
         }
@@ -58,24 +59,30 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
     func countdownError(place _: String) -> CountdownError {
         let where_ = " at \(place)"
         if let abandoned = error as? WaitAbandoned {
-            return CountdownError(.ioFailure, "stopped waiting for the database\(where_): \(abandoned.reason)", underlying: self)
+            return CountdownError(
+                .ioFailure, "stopped waiting for the database\(where_): \(abandoned.reason)", underlying: self)
         }
         if let none = error as? ServerSelection.NoServer {
             return CountdownError(.ioFailure, "could not connect to the database\(where_): \(none)", underlying: self)
         }
         if let silent = error as? NoAnswer {
-            return CountdownError(.ioFailure, "lost the connection to the database\(where_): \(silent)", underlying: self)
+            return CountdownError(
+                .ioFailure, "lost the connection to the database\(where_): \(silent)", underlying: self)
         }
         if code == .readOnlySqlTransaction {
             let message = (error as? PSQLError)?.serverInfo?[.message] ?? "read-only"
             return CountdownError(
-                .ioFailure, "the database server\(where_) refuses writes (a standby, or a primary being demoted): \(message) (SQLSTATE 25006)",
+                .ioFailure,
+                "the database server\(where_) refuses writes (a standby, or a primary being demoted): \(message) (SQLSTATE 25006)",
                 underlying: self)
         }
         if isTransient, error is ConnectionLost || error is PSQLError {
             let psql = error as? PSQLError
-            let reason = psql?.serverInfo?[.message].map { "\($0) (SQLSTATE \(sqlState ?? ""))" } ?? psql.map { "\($0.code)" } ?? "\(error)"
-            return CountdownError(.ioFailure, "lost the connection to the database\(where_): \(reason)", underlying: self)
+            let reason =
+                psql?.serverInfo?[.message].map { "\($0) (SQLSTATE \(sqlState ?? ""))" } ?? psql.map { "\($0.code)" }
+                ?? "\(error)"
+            return CountdownError(
+                .ioFailure, "lost the connection to the database\(where_): \(reason)", underlying: self)
         }
         guard let psql = error as? PSQLError else {
             // The pool's own failures: no connection could be made.
@@ -89,9 +96,12 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
             return CountdownError(.diskFull, "disk full writing the database\(where_): \(message)", underlying: self)
         }
         if PostgresError.Code.busy.contains(code) {
-            return CountdownError(.databaseBusy, "the database\(where_) stayed locked by another connection: \(message)", underlying: self)
+            return CountdownError(
+                .databaseBusy, "the database\(where_) stayed locked by another connection: \(message)", underlying: self
+            )
         }
-        return CountdownError(.storageFailure, "storage failure\(where_): \(message) (SQLSTATE \(code.raw))", underlying: self)
+        return CountdownError(
+            .storageFailure, "storage failure\(where_): \(message) (SQLSTATE \(code.raw))", underlying: self)
     }
 }
 
@@ -108,5 +118,7 @@ extension PostgresError.Code {
 
     /// Another connection held what this one needed for too long: a lock wait ran out, the
     /// statement timed out, or the server rolled back to break a deadlock.
-    static let busy: [PostgresError.Code] = [.lockNotAvailable, .serializationFailure, .deadlockDetected, .queryCanceled]
+    static let busy: [PostgresError.Code] = [
+        .lockNotAvailable, .serializationFailure, .deadlockDetected, .queryCanceled,
+    ]
 }

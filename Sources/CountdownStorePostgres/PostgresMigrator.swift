@@ -11,9 +11,10 @@ enum PostgresMigrator {
 
     /// The migrations the database records, in the order they were applied.
     static func applied(_ tx: PostgresTransaction) throws -> [String] {
-        let exists = try tx.run(
-            "SELECT to_regclass($1) IS NOT NULL", [.text(tx.engine.prefix + tableName)]
-        ).rows.first?.decode(Bool.self) ?? false
+        let exists =
+            try tx.run(
+                "SELECT to_regclass($1) IS NOT NULL", [.text(tx.engine.prefix + tableName)]
+            ).rows.first?.decode(Bool.self) ?? false
         guard exists else { return [] }
         return try tx.run("SELECT name FROM \(tx.engine.prefix)\(tableName) ORDER BY applied_order").rows.map {
             try $0.decode(String.self)
@@ -27,7 +28,8 @@ enum PostgresMigrator {
         try tx.run("SELECT pg_advisory_xact_lock(hashtext($1))", [.text("CountdownStore:" + (engine.schema ?? ""))])
         try checkNotNewer(tx)
         if let schema = engine.schema {
-            let present = try tx.run("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", [.text(schema)])
+            let present =
+                try tx.run("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", [.text(schema)])
                 .rows.first?.decode(Bool.self) ?? false
             if !present { try tx.execute("CREATE SCHEMA \(quotedIdentifier(schema))") }
         }
@@ -59,7 +61,8 @@ enum PostgresMigrator {
     static func integrityProblems(_ tx: PostgresTransaction) throws -> [String] {
         var problems: [String] = []
         if try tx.checkpoint() == nil { problems.append("the countdown_clock row is missing") }
-        let leases = try tx.run("SELECT count(*) FROM \(tx.engine.prefix)countdown_lease WHERE id = 1").rows.first?.decode(Int64.self)
+        let leases = try tx.run("SELECT count(*) FROM \(tx.engine.prefix)countdown_lease WHERE id = 1").rows.first?
+            .decode(Int64.self)
         if leases != 1 { problems.append("the countdown_lease row is missing") }
         return problems.isEmpty ? ["ok"] : problems
     }

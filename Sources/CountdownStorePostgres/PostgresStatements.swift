@@ -25,8 +25,11 @@ struct PostgresStatements: Sendable {
     private let oneEventNotifying: String
 
     /// The columns of an event as inserted, and the types their values are cast to (with `ord`).
-    static let eventColumns = "kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
-    static let eventTypes = ["text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bytea", "text", "int"]
+    static let eventColumns =
+        "kind, key, group_name, generation, at_ms, deadline_at_ms, fired_at_ms, late_ms, payload, payload_bytes, detail"
+    static let eventTypes = [
+        "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bytea", "text", "int",
+    ]
 
     private let insertColumns: String
     private let insertTypes: [String]
@@ -37,7 +40,9 @@ struct PostgresStatements: Sendable {
         let width = insertTypes.count
         let names = insertTypes.indices.map { "c\($0 + 1)" }
         let rows = (0..<count).map { row in
-            "(" + insertTypes.enumerated().map { "$\(row * width + $0.offset + 1)::\($0.element)" }.joined(separator: ", ") + ")"
+            "("
+                + insertTypes.enumerated().map { "$\(row * width + $0.offset + 1)::\($0.element)" }.joined(
+                    separator: ", ") + ")"
         }
         let selected = names.enumerated().map { index, name in
             index == 6
@@ -77,10 +82,12 @@ struct PostgresStatements: Sendable {
         oneEvent = Self.insertEvents(prefix: schemaPrefix, count: 1, notifying: false)
         oneEventNotifying = Self.insertEvents(prefix: schemaPrefix, count: 1, notifying: true)
         // The item's columns, the lock class, the NOTIFY, the event's columns but its generation and `ord`.
-        let types = insertTypes + ["int", "text", "text"]
+        let types =
+            insertTypes + ["int", "text", "text"]
             + Self.eventTypes.dropLast().enumerated().filter { $0.offset != 3 }.map(\.element)
         let arguments = types.enumerated().map { "$\($0.offset + 1)::\($0.element)" }
-        insertNewWithEvent = "SELECT * FROM \(schemaPrefix)countdown_insert_with_event(\(arguments.joined(separator: ", ")))"
+        insertNewWithEvent =
+            "SELECT * FROM \(schemaPrefix)countdown_insert_with_event(\(arguments.joined(separator: ", ")))"
     }
 
     /// ``insertNew`` and, if it inserted, the item's event under its writer's lock (class $20),

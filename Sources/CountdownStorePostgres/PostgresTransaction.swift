@@ -71,7 +71,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             } catch let error as WaitAbandoned {
                 throw error
             } catch {
-                if failure == nil { failure = isBegin ? BeginFailed(failure: PostgresFailure(error, place: engine.place)) : error }
+                if failure == nil {
+                    failure = isBegin ? BeginFailed(failure: PostgresFailure(error, place: engine.place)) : error
+                }
             }
         }
         if let failure { throw failure }
@@ -120,7 +122,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         ["text", "text", "text", "text", "text"] + Array(repeating: "bigint", count: 11) + ["text", "bytea", "bigint"]
 
     /// The core's columns (``ItemRecord/selectedColumns``), then the bytes of a binary payload.
-    private var selectItems: String { "SELECT \(ItemRecord.selectedColumns), payload_bytes FROM \(schemaPrefix)countdowns" }
+    private var selectItems: String {
+        "SELECT \(ItemRecord.selectedColumns), payload_bytes FROM \(schemaPrefix)countdowns"
+    }
 
     private static func item(_ row: PostgresRow) throws -> ItemRecord {
         try ItemRecord(row: PostgresRecordRow(row, payloadBytesColumn: 19))
@@ -144,7 +148,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     /// The core's columns (``EventRecord/selectedColumns``), then the bytes of a binary payload.
-    private var selectEvents: String { "SELECT \(EventRecord.selectedColumns), payload_bytes FROM \(schemaPrefix)countdown_events" }
+    private var selectEvents: String {
+        "SELECT \(EventRecord.selectedColumns), payload_bytes FROM \(schemaPrefix)countdown_events"
+    }
 
     private static func event(_ row: PostgresRow) throws -> EventRecord {
         try EventRecord(row: PostgresRecordRow(row, payloadBytesColumn: 11))
@@ -153,12 +159,15 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     // MARK: Reading
 
     func holdsItemsOrEvents() throws -> Bool {
-        try run("SELECT EXISTS (SELECT 1 FROM \(schemaPrefix)countdowns) OR EXISTS (SELECT 1 FROM \(schemaPrefix)countdown_events)")
-            .rows.first?.decode(Bool.self) ?? false
+        try run(
+            "SELECT EXISTS (SELECT 1 FROM \(schemaPrefix)countdowns) OR EXISTS (SELECT 1 FROM \(schemaPrefix)countdown_events)"
+        )
+        .rows.first?.decode(Bool.self) ?? false
     }
 
     func checkpoint() throws -> Checkpoint? {
-        try run("SELECT \(Checkpoint.selectedColumns) FROM \(schemaPrefix)countdown_clock WHERE id = 1").rows.first.map {
+        try run("SELECT \(Checkpoint.selectedColumns) FROM \(schemaPrefix)countdown_clock WHERE id = 1").rows.first.map
+        {
             try Checkpoint(row: PostgresRecordRow($0))
         }
     }
@@ -174,7 +183,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         // few that move the checkpoint lock it first (``lockClocks()``), so this statement's
         // snapshot already shows what the writer before them saved.
         bootBeforeClocks = engine.clock.bootMilliseconds
-        guard let row = try run(engine.statements.clocks).rows.first else { return (nil, try lease(), SoonestDeadlines()) }
+        guard let row = try run(engine.statements.clocks).rows.first else {
+            return (nil, try lease(), SoonestDeadlines())
+        }
         let r = PostgresRecordRow(row)
         let checkpoint = try Checkpoint(row: r)
         checkpointRead = checkpoint
@@ -201,7 +212,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             // older than this statement by a migration's time, so the boot clock is read here,
             // around it, and the reading placed at its end.
             let before = engine.clock.bootMilliseconds
-            let serverNow = try run("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint").rows.first?.decode(Int64.self)
+            let serverNow = try run("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint").rows.first?
+                .decode(Int64.self)
             boot = engine.clock.bootMilliseconds
             uncertainty = max(0, boot - before) / 2 + 1
             server = (serverNow ?? local.system) + max(0, boot - before) / 2
@@ -211,7 +223,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         }
         serverAtReading = server
         return engine.serverClock.reading(
-            server: server, boot: boot, uncertainty: uncertainty, checkpoint: checkpointRead, bootScope: engine.bootScope,
+            server: server, boot: boot, uncertainty: uncertainty, checkpoint: checkpointRead,
+            bootScope: engine.bootScope,
             stepTolerance: engine.clockStepToleranceMs)
     }
 
@@ -234,7 +247,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// that hosts reading the server's clock less it agree with the holder counting on its boot clock.
     func databaseClockSkew(wall: Int64) -> Int64? {
         guard engine.databaseClock, let serverAtReading else { return nil }
-        return ServerClockEstimate.skew(server: serverAtReading, calibrationOffset: checkpointRead?.calibrationOffset ?? 0, wall: wall)
+        return ServerClockEstimate.skew(
+            server: serverAtReading, calibrationOffset: checkpointRead?.calibrationOffset ?? 0, wall: wall)
     }
 
     func item(key: String) throws -> ItemRecord? {
@@ -252,7 +266,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             }
         }
         values.append(.int(Int64(limit)))
-        let sql = selectItems + " WHERE " + conditions + (listing.order.map { " ORDER BY " + $0 } ?? "")
+        let sql =
+            selectItems + " WHERE " + conditions + (listing.order.map { " ORDER BY " + $0 } ?? "")
             + " LIMIT $\(values.count)" + forUpdate
         return try run(sql, values).rows.map(Self.item)
     }
@@ -270,11 +285,13 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func counts() throws -> [CountRow] {
-        try run("SELECT state, group_name, count(*) FROM \(schemaPrefix)countdowns GROUP BY state, group_name").rows.compactMap { row in
-            let r = row.makeRandomAccess()
-            guard let state = CountdownState(rawValue: try r[0].decode(String.self)) else { return nil }
-            return CountRow(state: state, group: try r[1].decode(String?.self), count: Int(try r[2].decode(Int64.self)))
-        }
+        try run("SELECT state, group_name, count(*) FROM \(schemaPrefix)countdowns GROUP BY state, group_name").rows
+            .compactMap { row in
+                let r = row.makeRandomAccess()
+                guard let state = CountdownState(rawValue: try r[0].decode(String.self)) else { return nil }
+                return CountRow(
+                    state: state, group: try r[1].decode(String?.self), count: Int(try r[2].decode(Int64.self)))
+            }
     }
 
     func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
@@ -282,14 +299,18 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         let horizon = try eventHorizon()
         guard horizon > afterID else { return [] }
         return try run(
-            selectEvents + " WHERE id > $1 AND id <= $3 ORDER BY id LIMIT $2", [.int(afterID), .int(Int64(limit)), .int(horizon)]
+            selectEvents + " WHERE id > $1 AND id <= $3 ORDER BY id LIMIT $2",
+            [.int(afterID), .int(Int64(limit)), .int(horizon)]
         ).rows.map(Self.event)
     }
 
     func lastEventID() throws -> Int64 {
         try flushEvents()
-        return try run("SELECT coalesce(max(id), 0) FROM \(schemaPrefix)countdown_events WHERE id <= $1", [.int(try eventHorizon())])
-            .rows.first?.decode(Int64.self) ?? 0
+        return try run(
+            "SELECT coalesce(max(id), 0) FROM \(schemaPrefix)countdown_events WHERE id <= $1",
+            [.int(try eventHorizon())]
+        )
+        .rows.first?.decode(Int64.self) ?? 0
     }
 
     // MARK: The event horizon
@@ -326,19 +347,22 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         let floorsSent = try send(
             engine.statements.eventWriterFloors, [.int(Int64(UInt32(bitPattern: engine.eventLockClass)))])
         try takeUnanswered()
-        let last = try Array(Blocking.wait(for: lastSent, on: connection, watch: watch).rows).first?.decode(Int64.self) ?? 0
+        let last =
+            try Array(Blocking.wait(for: lastSent, on: connection, watch: watch).rows).first?.decode(Int64.self) ?? 0
         var horizon = last
         for row in try Array(Blocking.wait(for: floorsSent, on: connection, watch: watch).rows) {
             // The floor is `last` or below it, less than 2³⁰ apart; a floor a little above
             // `last` (a writer that began after it was read) bounds nothing.
-            let behind = ((last - (try row.decode(Int64.self))) % Self.floorModulus + Self.floorModulus) % Self.floorModulus
+            let behind =
+                ((last - (try row.decode(Int64.self))) % Self.floorModulus + Self.floorModulus) % Self.floorModulus
             if behind < Self.floorModulus / 2 { horizon = min(horizon, last - behind) }
         }
         return horizon
     }
 
     func retiredGeneration(key: String) throws -> Int64? {
-        try run("SELECT generation FROM \(schemaPrefix)countdown_retired_keys WHERE key = $1", [.text(key)]).rows.first?.decode(Int64.self)
+        try run("SELECT generation FROM \(schemaPrefix)countdown_retired_keys WHERE key = $1", [.text(key)]).rows.first?
+            .decode(Int64.self)
     }
 
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
@@ -370,14 +394,16 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             let chunk = keys[start..<min(start + 500, keys.count)]
             let marks = chunk.indices.map { "$\($0 - start + 1)" }.joined(separator: ",")
             let order = writing ? " ORDER BY key" : ""
-            found += try run(selectItems + " WHERE key IN (\(marks))" + order + forUpdate, chunk.map { .text($0) }).rows.map(Self.item)
+            found += try run(selectItems + " WHERE key IN (\(marks))" + order + forUpdate, chunk.map { .text($0) }).rows
+                .map(Self.item)
         }
         return found
     }
 
     func consumerCursor(_ name: String) throws -> Int64? {
         try run(
-            "SELECT last_event_id FROM \(schemaPrefix)countdown_consumers WHERE name = $1" + (writing ? " FOR UPDATE" : ""),
+            "SELECT last_event_id FROM \(schemaPrefix)countdown_consumers WHERE name = $1"
+                + (writing ? " FOR UPDATE" : ""),
             [.text(name)]
         ).rows.first?.decode(Int64.self)
     }
@@ -391,7 +417,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         ).rows.map { row in
             let (first, last, acked, claimant, until) = try row.decode((Int64, Int64, Int64, String, Int64).self)
             return ConsumerClaim(
-                consumer: name, firstID: first, lastID: last, ackedThrough: acked, claimant: claimant, claimedUntilMs: until)
+                consumer: name, firstID: first, lastID: last, ackedThrough: acked, claimant: claimant,
+                claimedUntilMs: until)
         }
     }
 
@@ -427,7 +454,8 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func save(_ checkpoint: Checkpoint, creating: Bool) throws {
         let values: [Value] = [
             .int(checkpoint.createdAt), .int(checkpoint.active), .int(checkpoint.gap), .int(checkpoint.heartbeatAt),
-            .int(checkpoint.heartbeatBoot), .text(checkpoint.bootID), .int(checkpoint.wallFloor), .bool(checkpoint.suspended),
+            .int(checkpoint.heartbeatBoot), .text(checkpoint.bootID), .int(checkpoint.wallFloor),
+            .bool(checkpoint.suspended),
             .int(checkpoint.calibrationOffset), .int(checkpoint.calibratedAt), .int(checkpoint.clockSkew),
         ]
         let sql =
@@ -504,7 +532,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     /// A new item and its event in one statement when nothing is written after them and no
     /// event waits before theirs: the event goes in under its writer's lock as
     /// ``flushEvents()`` inserts them, last, and takes the generation the insert gave the item.
-    func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool {
+    func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws
+        -> Bool
+    {
         guard lastWrite, pendingEvents.isEmpty else {
             guard try insertNew(&item) else { return false }
             try append(event(item))
@@ -515,8 +545,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         var values = Array(Self.itemValues(item).dropFirst())
         values.append(.int(Int64(engine.eventLockClass)))
         values += wakeUp.map { [.text(engine.channel), .text($0)] } ?? [.null, .null]
-        values += [.text(record.kind), .text(record.key), .text(record.group), .int(record.atMs),
-                   .int(record.deadlineAtMs), .int(record.firedAtMs), .int(record.lateMs)]
+        values += [
+            .text(record.kind), .text(record.key), .text(record.group), .int(record.atMs),
+            .int(record.deadlineAtMs), .int(record.firedAtMs), .int(record.lateMs),
+        ]
         values += Self.payloadValues(record.payload) + [.text(record.detail)]
         guard let row = try run(engine.statements.insertNewWithEvent, values).rows.first else {
             return false
@@ -542,8 +574,13 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             rows.reserveCapacity(chunk.count)
             for item in chunk {
                 let first = values.count
-                values += [.int(item.id), .int(item.finalElapsedMs), .int(item.endedAtMs), .int(item.expiredAtMs), .int(item.updatedAtMs)]
-                rows.append("($\(first + 1)::bigint, $\(first + 2)::bigint, $\(first + 3)::bigint, $\(first + 4)::bigint, $\(first + 5)::bigint)")
+                values += [
+                    .int(item.id), .int(item.finalElapsedMs), .int(item.endedAtMs), .int(item.expiredAtMs),
+                    .int(item.updatedAtMs),
+                ]
+                rows.append(
+                    "($\(first + 1)::bigint, $\(first + 2)::bigint, $\(first + 3)::bigint, $\(first + 4)::bigint, $\(first + 5)::bigint)"
+                )
             }
             try run(
                 """
@@ -611,8 +648,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         }
         values.reserveCapacity(values.count + events.count * PostgresStatements.eventTypes.count)
         for (index, event) in events.enumerated() {
-            values += [.text(event.kind), .text(event.key), .text(event.group), .int(event.generation), .int(event.atMs),
-                       .int(event.deadlineAtMs), .int(event.firedAtMs), .int(event.lateMs)]
+            values += [
+                .text(event.kind), .text(event.key), .text(event.group), .int(event.generation), .int(event.atMs),
+                .int(event.deadlineAtMs), .int(event.firedAtMs), .int(event.lateMs),
+            ]
             values += Self.payloadValues(event.payload)
             values += [.text(event.detail), .int(Int64(index))]
         }
@@ -655,8 +694,10 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             ON CONFLICT (consumer, first_event_id) DO UPDATE SET last_event_id = $3, acked_through = $4,
                 claimant = $5, claimed_until_ms = $6
             """,
-            [.text(claim.consumer), .int(claim.firstID), .int(claim.lastID), .int(claim.ackedThrough),
-             .text(claim.claimant), .int(claim.claimedUntilMs)])
+            [
+                .text(claim.consumer), .int(claim.firstID), .int(claim.lastID), .int(claim.ackedThrough),
+                .text(claim.claimant), .int(claim.claimedUntilMs),
+            ])
     }
 
     func deleteClaims(_ consumer: String, through id: Int64) throws {
@@ -668,10 +709,11 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord] {
         // Rows another writer has locked are being recorded by it: hosts recording a mass
         // expiry side by side take batches of their own instead of queueing behind each other.
-        let sql = selectItems + """
-             WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = $1 AND deadline_ms <= $2
-             ORDER BY deadline_ms, key LIMIT $3
-            """ + (writing ? " FOR UPDATE SKIP LOCKED" : "")
+        let sql =
+            selectItems + """
+                 WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = $1 AND deadline_ms <= $2
+                 ORDER BY deadline_ms, key LIMIT $3
+                """ + (writing ? " FOR UPDATE SKIP LOCKED" : "")
         return try run(sql, [.text(policy.rawValue), .int(deadline), .int(Int64(limit))]).rows.map(Self.item)
     }
 
@@ -718,8 +760,9 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)] {
-        try run("SELECT name, last_event_id, updated_at_ms FROM \(schemaPrefix)countdown_consumers ORDER BY name").rows.map { row in
-            try row.decode((String, Int64, Int64).self)
-        }
+        try run("SELECT name, last_event_id, updated_at_ms FROM \(schemaPrefix)countdown_consumers ORDER BY name").rows
+            .map { row in
+                try row.decode((String, Int64, Int64).self)
+            }
     }
 }

@@ -80,7 +80,8 @@ final class ServerSelection: @unchecked Sendable {
         if let target {
             let generation = current.generation
             let item = DispatchWorkItem { [weak self] in self?.pickAgain(ifStillOn: generation) }
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(target.connectTimeout.components.seconds) * 1000), execute: item)
+            DispatchQueue.global().asyncAfter(
+                deadline: .now() + .milliseconds(Int(target.connectTimeout.components.seconds) * 1000), execute: item)
             recheck = item
         }
         do {
@@ -175,7 +176,8 @@ final class ServerSelection: @unchecked Sendable {
         var configurationError: (any Error)?
         if let chosen {
             do {
-                configuration = try target.clientConfiguration(for: chosen.server, tls: chosen.mode, extraParameters: extraParameters)
+                configuration = try target.clientConfiguration(
+                    for: chosen.server, tls: chosen.mode, extraParameters: extraParameters)
             } catch {
                 configurationError = error
             }
@@ -192,7 +194,8 @@ final class ServerSelection: @unchecked Sendable {
             let old = current
             generation += 1
             let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-            let next = Current(client: client, runner: ClientRunner(client), server: chosen.server, generation: generation)
+            let next = Current(
+                client: client, runner: ClientRunner(client), server: chosen.server, generation: generation)
             current = next
             if let old {
                 logger.warning(
@@ -217,7 +220,8 @@ final class ServerSelection: @unchecked Sendable {
             let connection: PostgresConnection
             do {
                 connection = try await PostgresConnection.connect(
-                    configuration: try target.connectionConfiguration(for: server, tls: mode, extraParameters: extraParameters),
+                    configuration: try target.connectionConfiguration(
+                        for: server, tls: mode, extraParameters: extraParameters),
                     id: 0, logger: logger)
             } catch {
                 lastError = error
@@ -237,13 +241,19 @@ final class ServerSelection: @unchecked Sendable {
     }
 
     /// Checks that the server on `connection` meets `requirement`.
-    private func check(_ connection: PostgresConnection, _ requirement: PostgresConnectionString.TargetSessionAttributes) async throws {
+    private func check(
+        _ connection: PostgresConnection, _ requirement: PostgresConnectionString.TargetSessionAttributes
+    ) async throws {
         guard requirement != .any else { return }
         let rows = try await connection.query(
             "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'", logger: logger)
         for try await (inRecovery, readOnly) in rows.decode((Bool, Bool).self) {
-            if requirement == .primary, inRecovery { throw ServerRefused(reason: "a standby (in recovery), and a primary is wanted") }
-            if requirement == .readWrite, readOnly { throw ServerRefused(reason: "read-only, and a server that takes writes is wanted") }
+            if requirement == .primary, inRecovery {
+                throw ServerRefused(reason: "a standby (in recovery), and a primary is wanted")
+            }
+            if requirement == .readWrite, readOnly {
+                throw ServerRefused(reason: "read-only, and a server that takes writes is wanted")
+            }
         }
     }
 

@@ -28,7 +28,9 @@ extension RecordRow {
     package func bool(_ column: Int) throws -> Bool { try int(column) != 0 }
 
     /// The value of an enumeration column, or an error that names the column and the bad value.
-    package func value<T: RawRepresentable<String>>(_ column: Int, as: T.Type, named name: String, in table: String) throws -> T {
+    package func value<T: RawRepresentable<String>>(_ column: Int, as: T.Type, named name: String, in table: String)
+        throws -> T
+    {
         let raw = try text(column)
         guard let value = T(rawValue: raw) else {
             throw CountdownError(.unreadableDatabase, "unexpected \(name) \(quoted(raw)) in the \(table) table")

@@ -43,17 +43,24 @@ package struct SQLItemListing: Sendable, Hashable {
         let group = listing.group
         switch listing.list {
         case .running(let policy, let notDueBy):
-            self = Self(Self.runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: Self.runningIndex(group), kind: 1)
-                .and("group_name = ?", group, bit: 0)
-                .and("deadline_ms > ?", notDueBy, bit: 1)
-                .and("(deadline_ms, key) > (?, ?)", listing.after, bit: 2)
+            self = Self(
+                Self.runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: Self.runningIndex(group),
+                kind: 1
+            )
+            .and("group_name = ?", group, bit: 0)
+            .and("deadline_ms > ?", notDueBy, bit: 1)
+            .and("(deadline_ms, key) > (?, ?)", listing.after, bit: 2)
         case .due(let policy, let deadline):
-            self = Self(Self.runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: Self.runningIndex(group), kind: 2)
-                .and("deadline_ms <= ?", deadline, bit: 1)
-                .and("group_name = ?", group, bit: 0)
+            self = Self(
+                Self.runningOn, [.text(policy.rawValue)], order: "deadline_ms, key", index: Self.runningIndex(group),
+                kind: 2
+            )
+            .and("deadline_ms <= ?", deadline, bit: 1)
+            .and("group_name = ?", group, bit: 0)
         case .dueLatestFirst(let policy, let deadline):
             self = Self(
-                Self.runningOn, [.text(policy.rawValue)], order: "deadline_ms DESC, key DESC", index: Self.runningIndex(group), kind: 3
+                Self.runningOn, [.text(policy.rawValue)], order: "deadline_ms DESC, key DESC",
+                index: Self.runningIndex(group), kind: 3
             )
             .and("group_name = ?", group, bit: 0)
             .and("deadline_ms <= ?", deadline, bit: 1)
@@ -69,10 +76,12 @@ package struct SQLItemListing: Sendable, Hashable {
             // Both states use the index as it is; one state filters its entries (written out: a literal).
             let only = states.count == 1 ? states.first.map { " AND state = '\($0.rawValue)'" } ?? "" : ""
             // The shape follows the SQL: one kind per state written out, so that no two texts share one.
-            let kind = states.count == 1 ? 16 + (states.first.flatMap { CountdownState.allCases.firstIndex(of: $0) } ?? 0) : 5
+            let kind =
+                states.count == 1 ? 16 + (states.first.flatMap { CountdownState.allCases.firstIndex(of: $0) } ?? 0) : 5
             self = Self(
                 "kind = 'stopwatch' AND state IN ('running', 'paused')" + only, order: "key",
-                index: group == nil ? "countdowns_active_stopwatches" : "countdowns_active_stopwatches_by_group", kind: kind
+                index: group == nil ? "countdowns_active_stopwatches" : "countdowns_active_stopwatches_by_group",
+                kind: kind
             )
             .and("group_name = ?", group, bit: 0)
             .and("key > ?", listing.afterKey, bit: 2)
@@ -92,7 +101,8 @@ package struct SQLItemListing: Sendable, Hashable {
             .and("group_name = ?", group, bit: 0)
             .and("(ended_at_ms, key) < (?, ?)", listing.after, bit: 2)
         case .active:
-            self = Self("state IN ('running', 'paused')", order: nil, index: nil, kind: 10).and("group_name = ?", group, bit: 0)
+            self = Self("state IN ('running', 'paused')", order: nil, index: nil, kind: 10).and(
+                "group_name = ?", group, bit: 0)
         }
     }
 
@@ -126,7 +136,9 @@ package struct SQLItemListing: Sendable, Hashable {
 
     /// The conditions joined by `AND`, each `?` given by `placeholder` (called with the number of
     /// the value, from `firstValue`) or left as it is without one, and the values in order.
-    package func whereClause(firstValue: Int = 1, placeholder: ((Int) -> String)? = nil) -> (sql: String, values: [Value]) {
+    package func whereClause(firstValue: Int = 1, placeholder: ((Int) -> String)? = nil) -> (
+        sql: String, values: [Value]
+    ) {
         guard let placeholder else {
             // `?` as it is: the conditions joined, nothing to number.
             return (conditions.map(\.sql).joined(separator: " AND "), conditions.flatMap(\.values))

@@ -50,7 +50,8 @@ extension CountdownStore {
     }
 
     private convenience init(
-        sqlite database: any DatabaseWriter, path: String?, owns: Bool, configuration: Configuration, options: SQLiteOptions
+        sqlite database: any DatabaseWriter, path: String?, owns: Bool, configuration: Configuration,
+        options: SQLiteOptions
     ) throws(CountdownError) {
         let engine = try translatingErrorsNow(path: path) {
             try SQLiteEngine(
@@ -67,7 +68,10 @@ extension CountdownStore {
 
     /// The GRDB database the store writes to. Stops the process on a store of another engine:
     /// use ``sqliteDatabase``, `nil` there.
-    @available(*, deprecated, message: "use sqliteDatabase, which is nil for a store on another engine instead of stopping the process")
+    @available(
+        *, deprecated,
+        message: "use sqliteDatabase, which is nil for a store on another engine instead of stopping the process"
+    )
     public var database: any DatabaseWriter {
         guard let database = sqliteDatabase else {
             preconditionFailure("this store is not on SQLite: it has no GRDB database")
@@ -81,7 +85,8 @@ extension CountdownStore {
     /// A store on its own file does this itself (its ticker's checkpointer; and SQLite, when the
     /// last connection to the file closes). A host that shares its GRDB database with the store
     /// may call it at its own shutdown, after its last write and after ``close()`` (which writes
-    /// the lease), so that the file alone holds everything: on a shared database it is the one method that still works after ``close()``.
+    /// the lease), so that the file alone holds everything: on a shared database it is the one
+    /// method that still works after ``close()``.
     /// Readers in other processes may keep part of the log in use; it is then left for a later
     /// checkpoint, just as durable.
     ///

@@ -4,11 +4,11 @@ import Foundation
 import GRDB
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Opening a database file with the connection settings of SPEC section 4.
@@ -94,9 +94,11 @@ enum DatabaseOpening {
                 let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
                 if mode != "wal" {
                     throw DatabaseError(
-                        resultCode: .SQLITE_ERROR, message: "cannot switch the database to WAL: it stays in \(mode ?? "unknown") mode")
+                        resultCode: .SQLITE_ERROR,
+                        message: "cannot switch the database to WAL: it stays in \(mode ?? "unknown") mode")
                 }
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline {
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline
+            {
                 Thread.sleep(forTimeInterval: Double(pause.milliseconds) / 1000)
                 pause = min(pause * 2, .milliseconds(50))
             }
@@ -110,12 +112,15 @@ enum DatabaseOpening {
     ///
     /// One serialized connection (a `DatabaseQueue`): operations are short, ticks are computed in
     /// memory, and other processes still read and write beside it through WAL.
-    static func open(path: String, busyTimeout: Duration, durability: CountdownStore.Durability) throws(CountdownError) -> DatabaseQueue {
+    static func open(path: String, busyTimeout: Duration, durability: CountdownStore.Durability) throws(CountdownError)
+        -> DatabaseQueue
+    {
         try createIfMissing(path)
         CrashPoints.reach(.fileCreated)
         try probe(path: path, busyTimeout: busyTimeout)
         let queue = try translatingErrorsNow(path: path) {
-            try DatabaseQueue(path: path, configuration: grdbConfiguration(busyTimeout: busyTimeout, durability: durability))
+            try DatabaseQueue(
+                path: path, configuration: grdbConfiguration(busyTimeout: busyTimeout, durability: durability))
         }
         CrashPoints.reach(.connectionOpened)
         return queue
@@ -144,7 +149,8 @@ enum DatabaseOpening {
         guard header[18] == header[19], [1, 2].contains(header[18]) else {
             throw CountdownError(
                 .unreadableDatabase,
-                "the database file at \(place) is damaged: its header gives file format versions \(header[18]) and \(header[19]) (both 1 or both 2 expected); it was left untouched")
+                "the database file at \(place) is damaged: its header gives file format versions \(header[18]) and \(header[19]) (both 1 or both 2 expected); it was left untouched"
+            )
         }
         func uint32(_ offset: Int) -> Int {
             header[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
@@ -237,11 +243,11 @@ enum DatabaseOpening {
 /// `open(path, O_WRONLY | O_CREAT | O_EXCL, 0600)`.
 private func openExclusive(_ path: String) -> Int32 {
     #if canImport(Glibc)
-    Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
     #elseif canImport(Musl)
-    Musl.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        Musl.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
     #else
-    Darwin.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        Darwin.open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
     #endif
 }
 

@@ -42,7 +42,8 @@ struct SQLiteEngine: StorageEngine {
         try database.unsafeReentrantWrite { db in
             try db.inTransaction(.immediate) {
                 let wrote = try FirstClockRow.write(
-                    SQLiteTransaction(db: db), place: path.map { quoted($0, limit: 200) }, reading: { ClockReading(clock) })
+                    SQLiteTransaction(db: db), place: path.map { quoted($0, limit: 200) },
+                    reading: { ClockReading(clock) })
                 guard wrote else { return .rollback }
                 CrashPoints.reach(.firstClockBeforeCommit)
                 return .commit
@@ -79,7 +80,9 @@ struct SQLiteEngine: StorageEngine {
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
 
     func integrityCheck(quick: Bool) async throws -> [String] {
-        try await writer.read { db in try String.fetchAll(db, sql: quick ? "PRAGMA quick_check" : "PRAGMA integrity_check") }
+        try await writer.read { db in
+            try String.fetchAll(db, sql: quick ? "PRAGMA quick_check" : "PRAGMA integrity_check")
+        }
     }
 
     func checkpointLog() async throws -> Bool {
@@ -188,7 +191,8 @@ struct SQLiteEngine: StorageEngine {
         while true {
             do {
                 return try attempt()
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline {
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline
+            {
                 continue
             }
         }
@@ -251,15 +255,21 @@ extension DatabaseError: StorageFailure {
         let detail = message ?? "\(resultCode)"
         switch resultCode {
         case .SQLITE_NOTADB, .SQLITE_CORRUPT:
-            return CountdownError(.unreadableDatabase, "the file\(place) is not a readable SQLite database (\(detail)); it was left untouched", underlying: self)
+            return CountdownError(
+                .unreadableDatabase,
+                "the file\(place) is not a readable SQLite database (\(detail)); it was left untouched",
+                underlying: self)
         case .SQLITE_FULL:
             return CountdownError(.diskFull, "disk full writing the database\(place): \(detail)", underlying: self)
         case .SQLITE_BUSY, .SQLITE_LOCKED:
-            return CountdownError(.databaseBusy, "the database\(place) stayed locked by another process: \(detail)", underlying: self)
+            return CountdownError(
+                .databaseBusy, "the database\(place) stayed locked by another process: \(detail)", underlying: self)
         case .SQLITE_IOERR, .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY:
-            return CountdownError(.ioFailure, "could not read or write the database\(place): \(detail) (\(resultCode))", underlying: self)
+            return CountdownError(
+                .ioFailure, "could not read or write the database\(place): \(detail) (\(resultCode))", underlying: self)
         default:
-            return CountdownError(.storageFailure, "storage failure\(place): \(detail) (\(resultCode))", underlying: self)
+            return CountdownError(
+                .storageFailure, "storage failure\(place): \(detail) (\(resultCode))", underlying: self)
         }
     }
 }
@@ -295,7 +305,9 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func checkpoint() throws -> Checkpoint? {
-        try db.first("SELECT \(Checkpoint.selectedColumns) FROM countdown_clock WHERE id = 1") { try Checkpoint(row: $0) }
+        try db.first("SELECT \(Checkpoint.selectedColumns) FROM countdown_clock WHERE id = 1") {
+            try Checkpoint(row: $0)
+        }
     }
 
     func lease() throws -> Lease {
@@ -336,7 +348,8 @@ struct SQLiteTransaction: RepositoryWriting {
         let values = listing.conditions.flatMap(\.values)
         let sql = Self.listingSQL.withLock { rendered in
             if let sql = rendered[listing.shape] { return sql }
-            let sql = ItemRecord.select + (listing.index.map { " INDEXED BY " + $0 } ?? "") + " WHERE "
+            let sql =
+                ItemRecord.select + (listing.index.map { " INDEXED BY " + $0 } ?? "") + " WHERE "
                 + listing.whereClause().sql + (listing.order.map { " ORDER BY " + $0 } ?? "") + " LIMIT ?"
             rendered[listing.shape] = sql
             return sql
@@ -376,7 +389,11 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
-        try db.all(EventRecord.select + " WHERE id > ? ORDER BY id LIMIT ?", bind: { $0.add(afterID); $0.add(limit) }, { try EventRecord(row: $0) })
+        try db.all(
+            EventRecord.select + " WHERE id > ? ORDER BY id LIMIT ?",
+            bind: {
+                $0.add(afterID); $0.add(limit)
+            }, { try EventRecord(row: $0) })
     }
 
     func lastEventID() throws -> Int64 {
@@ -385,7 +402,8 @@ struct SQLiteTransaction: RepositoryWriting {
 
     func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
         guard let kinds else {
-            return try db.all(EventRecord.select + " ORDER BY id DESC LIMIT ?", bind: { $0.add(limit) }, { try EventRecord(row: $0) })
+            return try db.all(
+                EventRecord.select + " ORDER BY id DESC LIMIT ?", bind: { $0.add(limit) }, { try EventRecord(row: $0) })
         }
         let marks = Array(repeating: "?", count: kinds.count).joined(separator: ",")
         return try db.all(
@@ -421,7 +439,9 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func consumerCursor(_ name: String) throws -> Int64? {
-        try db.first("SELECT last_event_id FROM countdown_consumers WHERE name = ?", bind: { $0.add(name) }) { try $0.int(0) }
+        try db.first("SELECT last_event_id FROM countdown_consumers WHERE name = ?", bind: { $0.add(name) }) {
+            try $0.int(0)
+        }
     }
 
     func consumerClaims(_ name: String) throws -> [ConsumerClaim] {
@@ -432,7 +452,8 @@ struct SQLiteTransaction: RepositoryWriting {
             """, bind: { $0.add(name) }
         ) { columns in
             ConsumerClaim(
-                consumer: name, firstID: try columns.int(0), lastID: try columns.int(1), ackedThrough: try columns.int(2),
+                consumer: name, firstID: try columns.int(0), lastID: try columns.int(1),
+                ackedThrough: try columns.int(2),
                 claimant: try columns.text(3), claimedUntilMs: try columns.int(4))
         }
     }
@@ -497,7 +518,8 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func save(_ lease: Lease) throws {
-        try db.run("UPDATE countdown_lease SET holder = ?, acquired_at_ms = ?, expires_at_ms = ? WHERE id = 1") { values in
+        try db.run("UPDATE countdown_lease SET holder = ?, acquired_at_ms = ?, expires_at_ms = ? WHERE id = 1") {
+            values in
             values.add(lease.holder)
             values.add(lease.acquiredAtMs)
             values.add(lease.expiresAtMs)
@@ -507,7 +529,9 @@ struct SQLiteTransaction: RepositoryWriting {
     func insertNew(_ item: inout ItemRecord) throws -> Bool {
         // Removed keys are rare: look one up only when this transaction found any at all.
         if memo.anyRetiredKeys == nil {
-            memo.anyRetiredKeys = try db.first("SELECT EXISTS (SELECT 1 FROM countdown_retired_keys)") { try $0.bool(0) }
+            memo.anyRetiredKeys = try db.first("SELECT EXISTS (SELECT 1 FROM countdown_retired_keys)") {
+                try $0.bool(0)
+            }
         }
         if memo.anyRetiredKeys == true, let retired = try retiredGeneration(key: item.key) {
             item.generation = max(item.generation, retired + 1)
@@ -546,7 +570,9 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func retiredGeneration(key: String) throws -> Int64? {
-        try db.first("SELECT generation FROM countdown_retired_keys WHERE key = ?", bind: { $0.add(key) }) { try $0.int(0) }
+        try db.first("SELECT generation FROM countdown_retired_keys WHERE key = ?", bind: { $0.add(key) }) {
+            try $0.int(0)
+        }
     }
 
     func append(_ event: EventRecord) throws {
@@ -554,7 +580,9 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
-        try db.run("INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING") { values in
+        try db.run(
+            "INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING"
+        ) { values in
             values.add(name)
             values.add(cursor)
             values.add(wallMs)
@@ -666,4 +694,3 @@ struct SQLiteTransaction: RepositoryWriting {
         }
     }
 }
-

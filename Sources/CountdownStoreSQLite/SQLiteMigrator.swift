@@ -37,9 +37,13 @@ struct SQLiteMigrator: Sendable {
                     // Checked again under the write lock: another process may have applied it meanwhile.
                     try checkNotNewer(db)
                     try db.execute(
-                        sql: "CREATE TABLE IF NOT EXISTS \(Self.tableName) (name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)")
-                    let done = try Bool.fetchOne(
-                        db, sql: "SELECT 1 FROM \(Self.tableName) WHERE name = ?", arguments: [migration.name]) ?? false
+                        sql:
+                            "CREATE TABLE IF NOT EXISTS \(Self.tableName) (name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)"
+                    )
+                    let done =
+                        try Bool.fetchOne(
+                            db, sql: "SELECT 1 FROM \(Self.tableName) WHERE name = ?", arguments: [migration.name])
+                        ?? false
                     if !done {
                         appliedNow.append(migration.name)
                         try db.execute(sql: migration.sql)

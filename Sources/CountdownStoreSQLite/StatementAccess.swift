@@ -43,14 +43,17 @@ extension Database {
     }
 
     /// The rows of `sql`, each decoded by `decode`.
-    func all<T>(_ sql: String, bind: (inout Bindings) -> Void = { _ in }, _ decode: (Columns) throws -> T) throws -> [T] {
+    func all<T>(_ sql: String, bind: (inout Bindings) -> Void = { _ in }, _ decode: (Columns) throws -> T) throws -> [T]
+    {
         var values: [T] = []
         try run(sql, bind: bind) { values.append(try decode($0)) }
         return values
     }
 
     /// The first row of `sql`, decoded by `decode`; `nil` when there is none.
-    func first<T>(_ sql: String, bind: (inout Bindings) -> Void = { _ in }, _ decode: (Columns) throws -> T) throws -> T? {
+    func first<T>(_ sql: String, bind: (inout Bindings) -> Void = { _ in }, _ decode: (Columns) throws -> T) throws
+        -> T?
+    {
         var value: T?
         try run(sql, bind: bind) { columns in
             if value == nil { value = try decode(columns) }
@@ -104,7 +107,9 @@ struct Bindings {
             let position = index
             data.withUnsafeBytes { buffer in
                 // A zero-length blob still needs a non-NULL pointer to be stored as a blob.
-                _ = sqlite3_bind_blob(statement, position, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(buffer.count), sqliteTransient)
+                _ = sqlite3_bind_blob(
+                    statement, position, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(buffer.count),
+                    sqliteTransient)
             }
         case nil:
             addNull()
@@ -165,7 +170,8 @@ struct Columns: RecordRow {
     }
 
     private func damaged(_ column: Int) -> CountdownError {
-        Self.damaged(column: sqlite3_column_name(statement, Int32(column)).map { String(cString: $0) } ?? "column \(column)")
+        Self.damaged(
+            column: sqlite3_column_name(statement, Int32(column)).map { String(cString: $0) } ?? "column \(column)")
     }
 }
 

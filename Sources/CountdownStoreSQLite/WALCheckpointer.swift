@@ -4,11 +4,11 @@ import Foundation
 import GRDB
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Folds the write-ahead log into the database file while a ticker runs, at moments when no
@@ -81,7 +81,8 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
         for repository: SQLiteEngine, path: String, pagesBeforeARestart: Int = WALCheckpointer.pagesBeforeARestart
     ) throws -> WALCheckpointer {
         let queue = try DatabaseQueue(
-            path: path, configuration: DatabaseOpening.grdbConfiguration(
+            path: path,
+            configuration: DatabaseOpening.grdbConfiguration(
                 busyTimeout: repository.busyTimeout, durability: repository.durability))
         // Only a restart waits (passive checkpoints never do), and only briefly.
         queue.inDatabase { db in
@@ -95,7 +96,7 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
         let thread = Thread { checkpointer.run() }
         thread.name = "CountdownStore.WALCheckpointer"
         #if !os(Linux)
-        thread.qualityOfService = .background
+            thread.qualityOfService = .background
         #endif
         thread.start()
         return checkpointer
@@ -186,8 +187,8 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
 
     private func run() {
         #if os(Linux)
-        // On Linux the nice value of `who = 0` is the calling thread's alone: the lowest priority.
-        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+            // On Linux the nice value of `who = 0` is the calling thread's alone: the lowest priority.
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
         #endif
         while true {
             pipe.wait(timeoutMs: -1)

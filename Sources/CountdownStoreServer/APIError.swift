@@ -35,14 +35,17 @@ struct APIError: Error, Sendable {
     }
 
     static let unauthorized = APIError(
-        .unauthorized, code: "unauthorized", "this request changes the store: it needs Authorization: Bearer TOKEN with the server's token")
+        .unauthorized, code: "unauthorized",
+        "this request changes the store: it needs Authorization: Bearer TOKEN with the server's token")
 
     static let tokenTooShort = APIError(
         .unauthorized, code: "tokenTooShort",
-        "this server's token is too short to be a secret (under \(CountdownDashboard.minimumTokenLength) characters): it accepts no changes until it is given a longer one")
+        "this server's token is too short to be a secret (under \(CountdownDashboard.minimumTokenLength) characters): it accepts no changes until it is given a longer one"
+    )
 
     static let readOnly = APIError(
-        .unauthorized, code: "readOnly", "this server is read-only: start it with a token (--token-file, --token or $COUNTDOWN_TOKEN) to allow changes")
+        .unauthorized, code: "readOnly",
+        "this server is read-only: start it with a token (--token-file, --token or $COUNTDOWN_TOKEN) to allow changes")
 
     /// Any error a handler threw, as the API answers it.
     ///
@@ -63,12 +66,15 @@ struct APIError: Error, Sendable {
         case let error as CountdownError:
             return APIError(error)
         case let error as any HTTPResponseError where error.status == .contentTooLarge:
-            return APIError(.contentTooLarge, code: "bodyTooLarge", "the request body is larger than \(APILimits.maximumBody) bytes")
+            return APIError(
+                .contentTooLarge, code: "bodyTooLarge", "the request body is larger than \(APILimits.maximumBody) bytes"
+            )
         case let error as any HTTPResponseError where (400..<500).contains(error.status.code):
             return APIError(error.status, code: "httpError", error.status.reasonPhrase)
         default:
             let reference = Self.reference()
-            logger.error("a request failed", metadata: ["reference": "\(reference)", "error": "\(String(reflecting: error))"])
+            logger.error(
+                "a request failed", metadata: ["reference": "\(reference)", "error": "\(String(reflecting: error))"])
             return APIError(
                 .internalServerError, code: "internalError",
                 "the request failed on the server (reference \(reference) in the server's log)")

@@ -178,7 +178,10 @@ struct StatusJSON: Encodable, Sendable {
         case now, nowMs = "now_ms", readOnly = "read_only", counts, groups, clock, lease, consumers
     }
 
-    init(counts: CountdownCounts, clock status: ClockStatus, consumers: [ConsumerStatus], instanceID: String, readOnly: Bool) {
+    init(
+        counts: CountdownCounts, clock status: ClockStatus, consumers: [ConsumerStatus], instanceID: String,
+        readOnly: Bool
+    ) {
         let time = status.now
         now = StoreTime.iso8601(milliseconds: time.wall)
         nowMs = time.wall
@@ -193,13 +196,16 @@ struct StatusJSON: Encodable, Sendable {
         groups = byGroup.map { Group(group: $0.key, counts: $0.value) }.sorted { ($0.group ?? "") < ($1.group ?? "") }
         clock = Clock(
             wallMs: time.wall, activeMs: time.active, gapMs: time.gap,
-            calibrationOffsetMs: status.calibrationOffset.milliseconds, calibratedAt: status.calibratedAt.map(StoreTime.iso8601),
+            calibrationOffsetMs: status.calibrationOffset.milliseconds,
+            calibratedAt: status.calibratedAt.map(StoreTime.iso8601),
             skewMs: status.clockSkew.milliseconds, suspended: status.suspended,
             createdAt: StoreTime.iso8601(status.createdAt), lastHeartbeat: StoreTime.iso8601(status.lastHeartbeat))
         lease = Lease(
             holder: status.leaseHolder, expiresAt: status.leaseExpiresAt.map(StoreTime.iso8601),
             thisServer: status.leaseHolder == instanceID)
-        self.consumers = consumers.map { Consumer(name: $0.name, acknowledgedThrough: $0.acknowledgedThrough, lag: $0.lag) }
+        self.consumers = consumers.map {
+            Consumer(name: $0.name, acknowledgedThrough: $0.acknowledgedThrough, lag: $0.lag)
+        }
     }
 
     func encode(to encoder: any Encoder) throws {

@@ -26,10 +26,12 @@ struct APIRoutes<Context: RequestContext>: Sendable {
 
     func add(to parent: some RouterMethods<Context>) {
         let router = parent.group().add(
-            middleware: RequestGuard<Context>(allowedHosts: dashboard.allowedHosts, allowedOrigins: dashboard.allowedOrigins))
+            middleware: RequestGuard<Context>(
+                allowedHosts: dashboard.allowedHosts, allowedOrigins: dashboard.allowedOrigins))
         // Methods a path does not take: the name is checked, the method refused before anything else.
         let refusing = parent.group().add(
-            middleware: RequestGuard<Context>(allowedHosts: dashboard.allowedHosts, allowedOrigins: [], checksWrites: false))
+            middleware: RequestGuard<Context>(
+                allowedHosts: dashboard.allowedHosts, allowedOrigins: [], checksWrites: false))
         router.get("") { request, _ in try page(request) }
         router.get("dashboard.js") { _, _ in asset(DashboardAssets.script, type: "text/javascript; charset=utf-8") }
         router.get("dashboard.css") { _, _ in asset(DashboardAssets.style, type: "text/css; charset=utf-8") }
@@ -44,7 +46,9 @@ struct APIRoutes<Context: RequestContext>: Sendable {
             await answer { try await events(request, key: try key(context)) }
         }
         router.post("api/countdowns/:key/:action") { request, context in
-            await answer { try await act(request, key: try key(context), action: context.parameters.get("action") ?? "") }
+            await answer {
+                try await act(request, key: try key(context), action: context.parameters.get("action") ?? "")
+            }
         }
         // The same, with the key in the query (`?key=`): the page uses these, as a browser
         // collapses the path segments `.` and `..`, which are keys like any other.
@@ -53,7 +57,9 @@ struct APIRoutes<Context: RequestContext>: Sendable {
             await answer { try await events(request, key: try queryKey(request)) }
         }
         router.post("api/item/:action") { request, context in
-            await answer { try await act(request, key: try queryKey(request), action: context.parameters.get("action") ?? "") }
+            await answer {
+                try await act(request, key: try queryKey(request), action: context.parameters.get("action") ?? "")
+            }
         }
         router.get("api/stream") { _, _ in
             do {
@@ -71,11 +77,13 @@ struct APIRoutes<Context: RequestContext>: Sendable {
             var headers = Self.securityHeaders
             headers[.contentType] = "application/json; charset=utf-8"
             headers[.cacheControl] = "no-cache"
-            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
+            return Response(
+                status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
         }
         // Every other method of a path answers 405 with the methods it takes.
         var allowed: [(RouterPath, [HTTPRequest.Method])] = [
-            ("", [.get]), ("dashboard.js", [.get]), ("dashboard.css", [.get]), ("healthz", [.get]), ("api/status", [.get]),
+            ("", [.get]), ("dashboard.js", [.get]), ("dashboard.css", [.get]), ("healthz", [.get]),
+            ("api/status", [.get]),
             ("api/countdowns", [.get, .post]), ("api/countdowns/:key", [.get]), ("api/countdowns/:key/events", [.get]),
             ("api/countdowns/:key/:action", [.post]), ("api/item", [.get]), ("api/item/events", [.get]),
             ("api/item/:action", [.post]), ("api/stream", [.get]), ("api/openapi.json", [.get]),
@@ -123,7 +131,9 @@ struct APIRoutes<Context: RequestContext>: Sendable {
 
     /// Runs `work` and answers with its JSON, or with the refusal it threw; either way with the
     /// store's wall clock in `X-Countdown-Now-Ms`, from which the page counts down.
-    private func answer(status: HTTPResponse.Status = .ok, _ work: () async throws -> any Encodable & Sendable) async -> Response {
+    private func answer(status: HTTPResponse.Status = .ok, _ work: () async throws -> any Encodable & Sendable) async
+        -> Response
+    {
         do {
             return try await json(try await work(), status: status)
         } catch {
@@ -152,7 +162,8 @@ struct APIRoutes<Context: RequestContext>: Sendable {
     /// 405, with the methods the path takes in `Allow`.
     static func methodNotAllowed(_ methods: [HTTPRequest.Method]) -> Response {
         let names = methods.map(\.rawValue).joined(separator: ", ")
-        var response = plainRefusal(APIError(.methodNotAllowed, code: "methodNotAllowed", "this path takes \(names) only"))
+        var response = plainRefusal(
+            APIError(.methodNotAllowed, code: "methodNotAllowed", "this path takes \(names) only"))
         response.headers[.allow] = names
         return response
     }
@@ -188,7 +199,8 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         async let clock = store.clockStatus()
         async let consumers = store.consumerStatuses()
         return StatusJSON(
-            counts: try await counts, clock: try await clock, consumers: try await consumers, instanceID: store.instanceID,
+            counts: try await counts, clock: try await clock, consumers: try await consumers,
+            instanceID: store.instanceID,
             readOnly: { if case .readOnly = dashboard.writeAccess { return true } else { return false } }())
     }
 
@@ -197,13 +209,15 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         let stateText = query.get("state") ?? "active"
         guard let filter = StateFilter(rawValue: stateText) else {
             throw APIError.invalid(
-                "invalid state \(quoted(stateText)): must be one of \(StateFilter.allCases.map(\.rawValue).joined(separator: ", "))")
+                "invalid state \(quoted(stateText)): must be one of \(StateFilter.allCases.map(\.rawValue).joined(separator: ", "))"
+            )
         }
         let group = query.get("group").flatMap { $0.isEmpty ? nil : $0 }
         var limit = 100
         if let text = query.get("limit") {
             guard let value = Int(text), (1...Self.maximumLimit).contains(value) else {
-                throw APIError.invalid("invalid limit \(quoted(text)): must be a whole number from 1 to \(Self.maximumLimit)")
+                throw APIError.invalid(
+                    "invalid limit \(quoted(text)): must be a whole number from 1 to \(Self.maximumLimit)")
             }
             limit = value
         }
@@ -213,7 +227,8 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         if now == nil { now = try await store.now() }
         let time = now ?? StoreTime(wall: 0, active: 0, gap: 0)
         return PageJSON(
-            items: page.items, next: try page.next.map(CursorText.encode), now: StoreTime.iso8601(milliseconds: time.wall),
+            items: page.items, next: try page.next.map(CursorText.encode),
+            now: StoreTime.iso8601(milliseconds: time.wall),
             nowMs: time.wall)
     }
 
@@ -226,7 +241,8 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         var limit = 50
         if let text = request.uri.queryParameters.get("limit") {
             guard let value = Int(text), (1...Self.maximumLimit).contains(value) else {
-                throw APIError.invalid("invalid limit \(quoted(text)): must be a whole number from 1 to \(Self.maximumLimit)")
+                throw APIError.invalid(
+                    "invalid limit \(quoted(text)): must be a whole number from 1 to \(Self.maximumLimit)")
             }
             limit = value
         }
@@ -264,14 +280,19 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         switch body.kind ?? "countdown" {
         case "countdown":
             guard let text = body.duration else {
-                throw CountdownError(.invalidDuration, "missing duration: give one like 90s, 15m or 1h30m (or \"kind\": \"stopwatch\")")
+                throw CountdownError(
+                    .invalidDuration, "missing duration: give one like 90s, 15m or 1h30m (or \"kind\": \"stopwatch\")")
             }
             let duration = try DurationText.parse(text)
             return try await store.start(
-                body.key, duration: duration, group: body.group, policy: policy, payload: payload, whenActive: whenActive)
+                body.key, duration: duration, group: body.group, policy: policy, payload: payload,
+                whenActive: whenActive)
         case "stopwatch":
-            guard body.duration == nil else { throw APIError.invalid("a stopwatch has no duration: leave \"duration\" out") }
-            return try await store.startStopwatch(body.key, group: body.group, policy: policy, payload: payload, whenActive: whenActive)
+            guard body.duration == nil else {
+                throw APIError.invalid("a stopwatch has no duration: leave \"duration\" out")
+            }
+            return try await store.startStopwatch(
+                body.key, group: body.group, policy: policy, payload: payload, whenActive: whenActive)
         case let other:
             throw APIError.invalid("invalid kind \(quoted(other)): must be countdown or stopwatch")
         }
@@ -283,7 +304,9 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         }
         let known = ["pause", "resume", "cancel", "restart", "remove", "extend", "shorten"]
         guard known.contains(action) else {
-            throw APIError(.notFound, code: "unknownAction", "unknown action \(quoted(action)): one of \(known.joined(separator: ", "))")
+            throw APIError(
+                .notFound, code: "unknownAction",
+                "unknown action \(quoted(action)): one of \(known.joined(separator: ", "))")
         }
         try authorize(request)
         switch action {
@@ -294,7 +317,8 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         case "remove": return try await store.remove(key)
         default:
             let amount = try DurationText.parse(try await body(request, as: AmountBody.self).duration)
-            return action == "extend" ? try await store.extend(key, by: amount) : try await store.shorten(key, by: amount)
+            return action == "extend"
+                ? try await store.extend(key, by: amount) : try await store.shorten(key, by: amount)
         }
     }
 
@@ -304,7 +328,9 @@ struct APIRoutes<Context: RequestContext>: Sendable {
     private func key(_ context: Context) throws -> String {
         let raw = context.parameters.get("key") ?? ""
         guard let key = raw.removingPercentEncoding else {
-            throw APIError(.badRequest, code: CountdownError.Code.invalidKey.name, "invalid key \(quoted(raw)): bad percent-encoding")
+            throw APIError(
+                .badRequest, code: CountdownError.Code.invalidKey.name,
+                "invalid key \(quoted(raw)): bad percent-encoding")
         }
         return key
     }
@@ -317,7 +343,8 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         return key
     }
 
-    private static func parse<T: RawRepresentable & CaseIterable>(_ text: String?, as type: T.Type, what: String) throws -> T?
+    private static func parse<T: RawRepresentable & CaseIterable>(_ text: String?, as type: T.Type, what: String) throws
+        -> T?
     where T.RawValue == String {
         guard let text else { return nil }
         guard let value = T(rawValue: text) else {
@@ -342,7 +369,8 @@ enum CursorText {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return try encoder.encode(cursor).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(
+                of: "=", with: "")
     }
 
     static func decode(_ text: String) throws -> ListCursor {
@@ -351,7 +379,8 @@ enum CursorText {
         guard text.utf8.count <= 4096, let data = Data(base64Encoded: base64),
             let cursor = try? JSONDecoder().decode(ListCursor.self, from: data)
         else {
-            throw APIError.invalid("invalid cursor \(quoted(text)): pass back the \"next\" of the previous page unchanged")
+            throw APIError.invalid(
+                "invalid cursor \(quoted(text)): pass back the \"next\" of the previous page unchanged")
         }
         return cursor
     }
@@ -366,9 +395,12 @@ enum DecodingText {
         }
         switch error {
         case .keyNotFound(let key, _): return "missing \"\(key.stringValue)\""
-        case .typeMismatch(let type, let context): return "\(path(context)) must be \(type == String.self ? "a string" : "\(type)")"
-        case .valueNotFound(let type, let context): return "\(path(context)) must be \(type == String.self ? "a string" : "\(type)"), not null"
-        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not JSON" : "\(path(context)) is not valid"
+        case .typeMismatch(let type, let context):
+            return "\(path(context)) must be \(type == String.self ? "a string" : "\(type)")"
+        case .valueNotFound(let type, let context):
+            return "\(path(context)) must be \(type == String.self ? "a string" : "\(type)"), not null"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not JSON" : "\(path(context)) is not valid"
         @unknown default: return "not the expected JSON"
         }
     }

@@ -19,7 +19,10 @@ public struct ConnectionLimits: Sendable, Hashable {
     public var stalledWrite: Duration
 
     /// Limits of the given durations.
-    public init(requestHead: Duration = .seconds(10), requestBody: Duration = .seconds(30), stalledWrite: Duration = .seconds(10)) {
+    public init(
+        requestHead: Duration = .seconds(10), requestBody: Duration = .seconds(30),
+        stalledWrite: Duration = .seconds(10)
+    ) {
         self.requestHead = requestHead
         self.requestBody = requestBody
         self.stalledWrite = stalledWrite

@@ -66,9 +66,11 @@ public struct CountdownDashboard: Sendable {
     ///   - streamBufferBytes: the most bytes of events one stream holds for a client that is
     ///     slow to read them; a client further behind is dropped (a page reconnects and reloads).
     public init(
-        store: CountdownStore, writeAccess: WriteAccess = .readOnly, metricsRegistry: PrometheusCollectorRegistry? = nil,
+        store: CountdownStore, writeAccess: WriteAccess = .readOnly,
+        metricsRegistry: PrometheusCollectorRegistry? = nil,
         allowedHosts: AllowedHosts = .loopback, allowedOrigins: Set<String> = [],
-        logger: Logger = Logger(label: "CountdownDashboard"), maximumStreams: Int = 256, streamBufferBytes: Int = 256 * 1024
+        logger: Logger = Logger(label: "CountdownDashboard"), maximumStreams: Int = 256,
+        streamBufferBytes: Int = 256 * 1024
     ) {
         self.logger = logger
         self.hub = EventHub(store: store, capacity: max(1, maximumStreams), bufferBytes: max(4096, streamBufferBytes))

@@ -17,7 +17,8 @@ enum DashboardAssets {
     /// The text of the embedded file `name`; a build without it does not serve a page at all.
     private static func file(_ name: String) -> String {
         guard let file = DashboardFiles.files.first(where: { $0.name == name }) else {
-            preconditionFailure("the dashboard's \(name) was not embedded: see Sources/CountdownStoreServer/embedded-files.json")
+            preconditionFailure(
+                "the dashboard's \(name) was not embedded: see Sources/CountdownStoreServer/embedded-files.json")
         }
         return file.text
     }

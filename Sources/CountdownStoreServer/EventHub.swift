@@ -41,7 +41,10 @@ final class EventHub: Sendable {
     let lifetime: Duration
     private let state = Locked(State())
 
-    init(store: CountdownStore, capacity: Int, bufferBytes: Int, keepAlive: Duration = .seconds(15), lifetime: Duration = .seconds(300)) {
+    init(
+        store: CountdownStore, capacity: Int, bufferBytes: Int, keepAlive: Duration = .seconds(15),
+        lifetime: Duration = .seconds(300)
+    ) {
         self.store = store
         self.capacity = capacity
         self.bufferBytes = bufferBytes
@@ -167,7 +170,8 @@ final class EventHub: Sendable {
 
     private func publish(_ buffer: ByteBuffer) {
         let size = buffer.readableBytes
-        let (delivering, dropped) = state.withLock { state -> ([AsyncStream<ByteBuffer>.Continuation], [AsyncStream<ByteBuffer>.Continuation]) in
+        let (delivering, dropped) = state.withLock {
+            state -> ([AsyncStream<ByteBuffer>.Continuation], [AsyncStream<ByteBuffer>.Continuation]) in
             var delivering: [AsyncStream<ByteBuffer>.Continuation] = []
             var dropped: [AsyncStream<ByteBuffer>.Continuation] = []
             for (id, subscriber) in state.subscribers {

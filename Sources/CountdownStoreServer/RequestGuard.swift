@@ -47,7 +47,9 @@ extension CountdownDashboard {
             if text.hasPrefix("[") {
                 guard let end = text.firstIndex(of: "]") else { return nil }
                 let rest = text[text.index(after: end)...]
-                guard rest.isEmpty || (rest.hasPrefix(":") && rest.dropFirst().allSatisfy(\.isASCIIDigit)) else { return nil }
+                guard rest.isEmpty || (rest.hasPrefix(":") && rest.dropFirst().allSatisfy(\.isASCIIDigit)) else {
+                    return nil
+                }
                 return String(text[...end])
             }
             if let colon = text.lastIndex(of: ":") {
@@ -55,13 +57,15 @@ extension CountdownDashboard {
                 text = text[..<colon]
             }
             if text.hasSuffix(".") { text = text.dropLast() }
-            guard !text.isEmpty, text.allSatisfy({ $0.isASCIIAlphanumeric || $0 == "-" || $0 == "." || $0 == "_" }) else { return nil }
+            guard !text.isEmpty, text.allSatisfy({ $0.isASCIIAlphanumeric || $0 == "-" || $0 == "." || $0 == "_" })
+            else { return nil }
             return String(text)
         }
 
         static func isIPv4(_ host: String) -> Bool {
             let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-            return parts.count == 4 && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCIIDigit) && Int($0)! <= 255 }
+            return parts.count == 4
+                && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCIIDigit) && Int($0)! <= 255 }
         }
     }
 }
@@ -81,7 +85,9 @@ struct RequestGuard<Context: RequestContext>: RouterMiddleware {
     /// Whether writes are checked (origin, JSON): not in front of routes that only refuse.
     var checksWrites = true
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         do {
             try check(request)
         } catch let error as APIError {
@@ -92,10 +98,13 @@ struct RequestGuard<Context: RequestContext>: RouterMiddleware {
 
     private func check(_ request: Request) throws {
         guard let authority = request.head.authority, allowedHosts.allows(authority) else {
-            let shown = request.head.authority.map { "host \(quoted(String($0.prefix(200))))" } ?? "a request without a Host header"
+            let shown =
+                request.head.authority.map { "host \(quoted(String($0.prefix(200))))" }
+                ?? "a request without a Host header"
             throw APIError(
                 .misdirectedRequest, code: "unknownHost",
-                "this server does not answer for \(shown): use the address it listens on, or start it with --allow-host NAME")
+                "this server does not answer for \(shown): use the address it listens on, or start it with --allow-host NAME"
+            )
         }
         // POST is the API's only write; any other method is refused by its route (405).
         guard checksWrites, request.method == .post else { return }
@@ -111,12 +120,14 @@ struct RequestGuard<Context: RequestContext>: RouterMiddleware {
         if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!], site != "same-origin" && site != "none" {
             throw APIError(
                 .forbidden, code: "crossSite",
-                "this write comes from another site's page (Sec-Fetch-Site: \(quoted(String(site.prefix(100))))): it is refused")
+                "this write comes from another site's page (Sec-Fetch-Site: \(quoted(String(site.prefix(100))))): it is refused"
+            )
         }
         if let origin, origin != "http://" + authority && origin != "https://" + authority {
             throw APIError(
                 .forbidden, code: "crossSite",
-                "this write comes from another origin (\(quoted(String(origin.prefix(200))))): it is refused unless the server allows that origin (--cors-origin)")
+                "this write comes from another origin (\(quoted(String(origin.prefix(200))))): it is refused unless the server allows that origin (--cors-origin)"
+            )
         }
     }
 
@@ -124,7 +135,8 @@ struct RequestGuard<Context: RequestContext>: RouterMiddleware {
     /// cannot send it, and a cross-site `fetch` cannot send it without asking first (CORS).
     private func checkJSON(_ request: Request) throws {
         let type = request.headers[.contentType] ?? ""
-        let mediaType = type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let mediaType =
+            type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         guard mediaType == "application/json" else {
             throw APIError(
                 .unsupportedMediaType, code: "notJSON",

@@ -83,13 +83,15 @@ public final class CountdownAppLifecycle {
             support = try FileManager.default.url(
                 for: .applicationSupportDirectory, in: .userDomainMask, appropriateFor: nil, create: true)
         } catch {
-            throw CountdownError(.ioFailure, "cannot open the Application Support folder: \(error.localizedDescription)")
+            throw CountdownError(
+                .ioFailure, "cannot open the Application Support folder: \(error.localizedDescription)")
         }
         let folder = support.appendingPathComponent(appFolderName, isDirectory: true)
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {
-            throw CountdownError(.ioFailure, "cannot create the folder \(quoted(folder.path)): \(error.localizedDescription)")
+            throw CountdownError(
+                .ioFailure, "cannot create the folder \(quoted(folder.path)): \(error.localizedDescription)")
         }
         return folder
     }
@@ -110,7 +112,9 @@ public final class CountdownAppLifecycle {
     /// file): then the file holds all of it and one rename moves it whole, whatever happens
     /// around it. A store with a log (the app ended without closing it, or another process has
     /// it open) is used where it is, and moves at a later launch.
-    static func defaultPath(fileName: String, configuration: CountdownStore.Configuration) throws(CountdownError) -> String {
+    static func defaultPath(fileName: String, configuration: CountdownStore.Configuration) throws(CountdownError)
+        -> String
+    {
         let folder = try defaultFolder()
         let path = folder.appendingPathComponent(fileName).path
         let legacy = folder.deletingLastPathComponent().appendingPathComponent(fileName).path
@@ -134,7 +138,8 @@ public final class CountdownAppLifecycle {
         // What is left of the old store's log and index describes nothing any more.
         for suffix in ["-wal", "-shm"] { try? files.removeItem(atPath: legacy + suffix) }
         configuration.logger.info(
-            "moved the store from Application Support into the app's folder", metadata: ["from": "\(legacy)", "to": "\(path)"])
+            "moved the store from Application Support into the app's folder",
+            metadata: ["from": "\(legacy)", "to": "\(path)"])
         return path
     }
 
@@ -221,7 +226,9 @@ public final class CountdownAppLifecycle {
     /// A model of `selection` in this lifecycle's store, on this lifecycle's ticker, with beats
     /// every `beat` when one is given.
     @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
-    public func model(_ selection: CountdownSelection = .active, beat: Duration? = nil, limit: Int = 500) -> CountdownListModel {
+    public func model(_ selection: CountdownSelection = .active, beat: Duration? = nil, limit: Int = 500)
+        -> CountdownListModel
+    {
         CountdownListModel(store: store, ticker: ticker, selection: selection, beat: beat, limit: limit)
     }
 }

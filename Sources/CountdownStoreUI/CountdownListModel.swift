@@ -249,7 +249,8 @@ struct ClockFacts: Sendable {
     func row(_ item: Countdown) -> CountdownRow {
         let counting = item.state == .running && (item.policy == .wall || activeTimeRuns)
         let deviceMs = item.computedAt.wall + deviceMinusStoreMs
-        return CountdownRow(item: item, isCounting: counting, deviceTime: Date(timeIntervalSince1970: Double(deviceMs) / 1000))
+        return CountdownRow(
+            item: item, isCounting: counting, deviceTime: Date(timeIntervalSince1970: Double(deviceMs) / 1000))
     }
 
     static func milliseconds(_ duration: Duration) -> Int64 {

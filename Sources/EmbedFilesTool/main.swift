@@ -44,7 +44,9 @@ var source = """
         static let files: [(name: String, text: String)] = [
 
     """
-for path in arguments.dropFirst(2).sorted(by: { ($0 as NSString).lastPathComponent < ($1 as NSString).lastPathComponent }) {
+for path in arguments.dropFirst(2).sorted(by: {
+    ($0 as NSString).lastPathComponent < ($1 as NSString).lastPathComponent
+}) {
     let name = (path as NSString).lastPathComponent
     guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
         FileHandle.standardError.write(Data("error: \(path) is not readable UTF-8 text\n".utf8))

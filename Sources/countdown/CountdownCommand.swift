@@ -29,7 +29,8 @@ struct CountdownCommand: AsyncParsableCommand {
 enum Main {
     static func main() async {
         do {
-            var command = try CountdownCommand.parseAsRoot(globalOptionsAfterSubcommand(Array(CommandLine.arguments.dropFirst())))
+            var command = try CountdownCommand.parseAsRoot(
+                globalOptionsAfterSubcommand(Array(CommandLine.arguments.dropFirst())))
             if var command = command as? any AsyncParsableCommand {
                 try await command.run()
             } else {
@@ -44,7 +45,8 @@ enum Main {
             if status == .success {
                 CountdownCommand.exit(withError: error)  // --help, --version: printed in full
             }
-            let message = CountdownCommand.message(for: error)
+            let message =
+                CountdownCommand.message(for: error)
                 .split(separator: "\n").first.map(String.init) ?? "\(error)"
             fail(message.hasPrefix("Error: ") ? String(message.dropFirst(7)) : message, status: status.rawValue)
         }
@@ -75,7 +77,9 @@ enum Main {
             if known.contains(subcommand) { reordered.insert(contentsOf: leading, at: 1) }
         }
         guard !reordered.contains("--") else { return reordered }
-        let negative = reordered.filter { $0.count > 1 && $0.hasPrefix("-") && ($0.dropFirst().first?.isNumber ?? false) }
+        let negative = reordered.filter {
+            $0.count > 1 && $0.hasPrefix("-") && ($0.dropFirst().first?.isNumber ?? false)
+        }
         guard !negative.isEmpty else { return reordered }
         return reordered.filter { !negative.contains($0) } + ["--"] + negative
     }
@@ -84,7 +88,8 @@ enum Main {
     static func toolMessage(_ error: CountdownError) -> String {
         switch error.code {
         case .alreadyActive:
-            error.message.replacingOccurrences(of: "start it with whenActive: .replace", with: "use countdown start --replace")
+            error.message.replacingOccurrences(
+                of: "start it with whenActive: .replace", with: "use countdown start --replace")
         case .calibrationNeedsForce:
             error.message.replacingOccurrences(of: "calibrate with force", with: "calibrate with --force")
         default:

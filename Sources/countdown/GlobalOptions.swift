@@ -13,7 +13,9 @@ let toolLogger: Logger = {
 
 /// Options every subcommand takes.
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp(
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "The database file, or a PostgreSQL connection string (postgres://USER@HOST:PORT/DB, or host=H dbname=DB …).",
             valueName: "path"))
     var db: String?
@@ -23,9 +25,11 @@ struct GlobalOptions: ParsableArguments {
         if let db, !db.isEmpty { return db }
         let environment = ProcessInfo.processInfo.environment
         if defaultFile == "countdowns.sqlite", let path = environment["COUNTDOWN_DB"], !path.isEmpty { return path }
-        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+        let dataHome =
+            environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
             ?? (homeDirectory(environment) as NSString).appendingPathComponent(".local/share")
-        return ((dataHome as NSString).appendingPathComponent("countdown") as NSString).appendingPathComponent(defaultFile)
+        return ((dataHome as NSString).appendingPathComponent("countdown") as NSString).appendingPathComponent(
+            defaultFile)
     }
 
     /// `~`: `$HOME`, as every Unix tool reads it; the password database only when it is unset or empty.
@@ -54,7 +58,8 @@ struct GlobalOptions: ParsableArguments {
                 try FileManager.default.createDirectory(
                     atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw CountdownError(.storageFailure, "cannot create the folder '\(folder)': \(error.localizedDescription)")
+                throw CountdownError(
+                    .storageFailure, "cannot create the folder '\(folder)': \(error.localizedDescription)")
             }
         }
         return try CountdownStore(path: path, configuration: configuration)

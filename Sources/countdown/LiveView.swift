@@ -2,9 +2,9 @@ import CountdownStore
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The live terminal view of `watch` and `demo`: a row per countdown with a progress bar,
@@ -59,18 +59,20 @@ struct LiveView {
         return zip(items, zip(keys, groups)).map { item, text in
             let key = TerminalText.fit(text.0, to: keyWidth)
             let bar = progressBar(item, width: barWidth)
-            let figure = TerminalText.pad(item.remaining.map(DurationText.format) ?? DurationText.format(item.elapsed) + "↑", to: 8)
+            let figure = TerminalText.pad(
+                item.remaining.map(DurationText.format) ?? DurationText.format(item.elapsed) + "↑", to: 8)
             let state = TerminalText.pad(item.state.rawValue, to: 9)
             let group = TerminalText.fit(text.1, to: groupWidth)
             let line = "\(key)  \(bar)  \(figure)  \(state)  \(group)  \(item.policy.rawValue)"
             let fitted = TerminalText.cut(line, to: width)
             guard color else { return fitted }
-            let code = switch item.state {
-            case .running: item.remaining.map { $0 <= .seconds(10) } == true ? "33" : "32"
-            case .paused: "36"
-            case .expired: "31;1"
-            case .cancelled: "90"
-            }
+            let code =
+                switch item.state {
+                case .running: item.remaining.map { $0 <= .seconds(10) } == true ? "33" : "32"
+                case .paused: "36"
+                case .expired: "31;1"
+                case .cancelled: "90"
+                }
             return "\u{1B}[\(code)m\(fitted)\u{1B}[0m"
         }
     }
@@ -83,7 +85,8 @@ struct LiveView {
             return "[" + String(repeating: "·", count: position) + "•"
                 + String(repeating: "·", count: max(0, inner - position - 1)) + "]"
         }
-        let fraction = item.state == .expired ? 1 : min(1, Double(milliseconds(item.elapsed)) / Double(milliseconds(duration)))
+        let fraction =
+            item.state == .expired ? 1 : min(1, Double(milliseconds(item.elapsed)) / Double(milliseconds(duration)))
         let filled = Int((fraction * Double(inner)).rounded(.down))
         return "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: inner - filled) + "]"
     }
@@ -161,7 +164,9 @@ func showLiveView(
                             header: TerminalText.cut(header + "  (Ctrl-C to quit)", to: width),
                             lines: LiveView.lines(rows, width: width, color: true))
                     } else {
-                        print(([header] + LiveView.lines(rows, width: LiveView.columns ?? 120, color: false)).joined(separator: "\n") + "\n")
+                        print(
+                            ([header] + LiveView.lines(rows, width: LiveView.columns ?? 120, color: false)).joined(
+                                separator: "\n") + "\n")
                     }
                     if let end, Date() >= end { break }
                 }

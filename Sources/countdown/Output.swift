@@ -109,7 +109,8 @@ extension Countdown {
     /// `key: value` lines for `show`.
     var details: String {
         var lines: [(String, String)] = [
-            ("key", TerminalText.safe(key)), ("group", TerminalText.safe(group ?? "-")), ("kind", kind.rawValue), ("policy", policy.rawValue),
+            ("key", TerminalText.safe(key)), ("group", TerminalText.safe(group ?? "-")), ("kind", kind.rawValue),
+            ("policy", policy.rawValue),
             ("state", state.rawValue),
         ]
         if let duration { lines.append(("duration", DurationText.format(duration))) }
@@ -124,7 +125,8 @@ extension Countdown {
         if let expiredAt { lines.append(("expired at", StoreTime.iso8601(expiredAt))) }
         lines.append(("generation", String(generation)))
         if let payload { lines.append(("payload", TerminalText.safe(payload.jsonText))) }
-        return lines.map { "\($0.0.padding(toLength: 12, withPad: " ", startingAt: 0)) \($0.1)" }.joined(separator: "\n")
+        return lines.map { "\($0.0.padding(toLength: 12, withPad: " ", startingAt: 0)) \($0.1)" }.joined(
+            separator: "\n")
     }
 }
 
@@ -171,8 +173,11 @@ struct TablePrinter: ItemPrinter {
     mutating func print(_ items: [Countdown]) {
         guard !items.isEmpty else { return }
         let rows = items.map { item in
-            [TerminalText.safe(item.key), item.state.rawValue, item.remaining.map(DurationText.format) ?? "-",
-             DurationText.format(item.elapsed), TerminalText.safe(item.group ?? "-"), item.policy.rawValue, item.kind.rawValue]
+            [
+                TerminalText.safe(item.key), item.state.rawValue, item.remaining.map(DurationText.format) ?? "-",
+                DurationText.format(item.elapsed), TerminalText.safe(item.group ?? "-"), item.policy.rawValue,
+                item.kind.rawValue,
+            ]
         }
         let first = widths == nil
         var widths = widths ?? Self.header.map { TerminalText.width($0) }

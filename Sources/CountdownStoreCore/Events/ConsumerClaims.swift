@@ -48,7 +48,9 @@ extension CountdownStore {
                 records = try tx.events(afterID: after, limit: Self.claimBatch)
                 guard let last = records.last?.id else { return nil }
                 claims.append(
-                    ConsumerClaim(consumer: name, firstID: after + 1, lastID: last, ackedThrough: after, claimant: claimant, claimedUntilMs: 0))
+                    ConsumerClaim(
+                        consumer: name, firstID: after + 1, lastID: last, ackedThrough: after, claimant: claimant,
+                        claimedUntilMs: 0))
                 index = claims.count - 1
             }
             // The items are read without locks: this transaction holds the consumer's row, and
@@ -78,7 +80,9 @@ extension CountdownStore {
 
     /// How long the claim of reader `claimant` on event `id` of consumer `name` still runs (ms
     /// on the store wall clock); `nil` when it has run out or another reader holds it.
-    func claimRemaining(consumer name: String, claimant: String, eventID id: Int64) async throws(CountdownError) -> Int64? {
+    func claimRemaining(consumer name: String, claimant: String, eventID id: Int64) async throws(CountdownError)
+        -> Int64?
+    {
         try await reading { tx, now in
             guard let claim = try tx.consumerClaims(name).first(where: { $0.firstID <= id && id <= $0.lastID }),
                 claim.claimant == claimant, !claim.complete, claim.claimedUntilMs > now.wall
@@ -124,7 +128,8 @@ extension CountdownStore {
                 guard try tx.consumerCursor(name) != nil else { continue }
                 for var claim in try tx.consumerClaims(name)
                 where !claim.complete && claim.claimedUntilMs > now.wall
-                    && (reader.map { claim.claimant == $0 } ?? claim.claimant.hasPrefix(prefix)) {
+                    && (reader.map { claim.claimant == $0 } ?? claim.claimant.hasPrefix(prefix))
+                {
                     claim.claimedUntilMs = now.wall
                     try tx.save(claim)
                 }
@@ -140,7 +145,8 @@ extension CountdownStore {
     /// Moves the consumer's cursor (`stored`, or `floor` when further) past every claim
     /// acknowledged in full, up to the first one that is not, and forgets those claims.
     private static func moveCursor(
-        _ name: String, _ claims: [ConsumerClaim], stored: Int64, atLeast floor: Int64, _ tx: any RepositoryWriting, _ now: Now
+        _ name: String, _ claims: [ConsumerClaim], stored: Int64, atLeast floor: Int64, _ tx: any RepositoryWriting,
+        _ now: Now
     ) throws {
         var moved = max(stored, floor)
         for claim in claims.sorted(by: { $0.firstID < $1.firstID }) where claim.lastID > moved {
@@ -154,7 +160,9 @@ extension CountdownStore {
     }
 
     /// The records that `filter` lets through, leaving out expiries superseded by a newer generation.
-    static func deliverable(_ records: [EventRecord], filter: EventFilter, _ tx: any RepositoryReading) throws -> [CountdownEvent] {
+    static func deliverable(_ records: [EventRecord], filter: EventFilter, _ tx: any RepositoryReading) throws
+        -> [CountdownEvent]
+    {
         let matching = records.filter(filter.matches)
         // The current generation of every key with an expiry here, read together: one query
         // for a batch, not one per event.

@@ -115,6 +115,8 @@ public struct EventFilter: Sendable, Hashable {
     }
 
     func validated() throws(CountdownError) -> EventFilter {
-        EventFilter(kinds: kinds, group: try Validate.group(group), key: try key.map { (key) throws(CountdownError) in try Validate.key(key) })
+        EventFilter(
+            kinds: kinds, group: try Validate.group(group),
+            key: try key.map { (key) throws(CountdownError) in try Validate.key(key) })
     }
 }

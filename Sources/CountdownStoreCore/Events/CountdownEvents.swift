@@ -23,7 +23,8 @@ public struct CountdownEvents: AsyncSequence, Sendable {
 
     /// Creates the iterator: for a named consumer, a reader of its own.
     public func makeAsyncIterator() -> Iterator {
-        Iterator(store: store, filter: filter, after: after, consumer: consumer.map { Reader(store: store, consumer: $0) })
+        Iterator(
+            store: store, filter: filter, after: after, consumer: consumer.map { Reader(store: store, consumer: $0) })
     }
 
     /// A reader of a named consumer. When its iterator goes away (the loop ended: it finished,
@@ -191,7 +192,8 @@ public struct CountdownEvents: AsyncSequence, Sendable {
                             consumer: consumer.consumer, claimant: consumer.name, filter: filter, probing: probeFirst)
                         buffer = claimed ?? []
                         wait = claimed == nil
-                        claimCheckBoot = clock.bootMilliseconds + Swift.max(1, store.configuration.claimTimeout.milliseconds) / 2
+                        claimCheckBoot =
+                            clock.bootMilliseconds + Swift.max(1, store.configuration.claimTimeout.milliseconds) / 2
                     } else {
                         let (events, last) = try await store.deliverableEvents(after: after, filter: filter, limit: 256)
                         after = last
@@ -291,7 +293,9 @@ extension CountdownStore {
     /// The named consumer `name`, created on first use with its cursor at `start`.
     ///
     /// - Throws: ``CountdownError/Code/invalidArgument`` for a name that is not a valid key.
-    public func consumer(_ name: String, startingAt start: ConsumerStart = .beginning) async throws(CountdownError) -> EventConsumer {
+    public func consumer(_ name: String, startingAt start: ConsumerStart = .beginning) async throws(CountdownError)
+        -> EventConsumer
+    {
         let validName: String
         do {
             validName = try Validate.key(name)

@@ -13,7 +13,8 @@ final class MeteredTransaction: RepositoryWriting {
 
     private func note(_ event: EventRecord) {
         tally.entries.append(
-            EventTally.Entry(kind: event.kind, policy: event.key.flatMap { policies[$0] }, group: event.group, lateMs: event.lateMs))
+            EventTally.Entry(
+                kind: event.kind, policy: event.key.flatMap { policies[$0] }, group: event.group, lateMs: event.lateMs))
     }
 
     private func note(_ item: ItemRecord) {
@@ -42,7 +43,9 @@ final class MeteredTransaction: RepositoryWriting {
         return try base.insertNew(&item)
     }
 
-    func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool {
+    func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws
+        -> Bool
+    {
         note(item)
         return try base.insertNew(&item, lastWrite: lastWrite) { inserted in
             let made = event(inserted)
@@ -120,7 +123,9 @@ final class MeteredTransaction: RepositoryWriting {
     func events(afterID: Int64, limit: Int) throws -> [EventRecord] { try base.events(afterID: afterID, limit: limit) }
     func lastEventID() throws -> Int64 { try base.lastEventID() }
     func retiredGeneration(key: String) throws -> Int64? { try base.retiredGeneration(key: key) }
-    func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] { try base.recentEvents(kinds: kinds, limit: limit) }
+    func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
+        try base.recentEvents(kinds: kinds, limit: limit)
+    }
 
     func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
         try base.recentEvents(key: key, window: window, limit: limit)

@@ -17,7 +17,9 @@ extension CountdownStore {
         public var gaugeInterval: Duration
 
         /// Options with the stated defaults.
-        public init(factory: (any MetricsFactory)? = nil, groupDimension: Bool = false, gaugeInterval: Duration = .seconds(10)) {
+        public init(
+            factory: (any MetricsFactory)? = nil, groupDimension: Bool = false, gaugeInterval: Duration = .seconds(10)
+        ) {
             self.factory = factory
             self.groupDimension = groupDimension
             self.gaugeInterval = gaugeInterval

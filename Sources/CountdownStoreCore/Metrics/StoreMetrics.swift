@@ -44,7 +44,9 @@ final class StoreMetrics: Sendable {
         EventKind.hostSuspended.rawValue: "countdown_host_suspends_total",
     ]
 
-    private func handle<H: Sendable>(_ name: String, _ dimensions: [(String, String)], make: (any MetricsFactory) -> H) -> H? {
+    private func handle<H: Sendable>(_ name: String, _ dimensions: [(String, String)], make: (any MetricsFactory) -> H)
+        -> H?
+    {
         guard let factory else { return nil }
         let id = name + dimensions.map { "|\($0.0)=\($0.1)" }.joined()
         return handles.withLock { handles in
@@ -69,7 +71,8 @@ final class StoreMetrics: Sendable {
 
     /// A write transaction of `operation` committed after `duration`, having appended `tally`.
     func committed(_ operation: WriteOperation, duration: Duration, tally: EventTally?) {
-        timer("countdown_write_duration_seconds", [("operation", operation.rawValue)])?.recordNanoseconds(Self.nanoseconds(duration))
+        timer("countdown_write_duration_seconds", [("operation", operation.rawValue)])?.recordNanoseconds(
+            Self.nanoseconds(duration))
         guard let tally else { return }
         for entry in tally.entries {
             if let name = Self.itemCounters[entry.kind] {
@@ -118,7 +121,8 @@ final class StoreMetrics: Sendable {
         }
         if groupDimension {
             for entry in counts.entries {
-                gauge("countdown_group_items", [("state", entry.state.rawValue), ("group", entry.group ?? "")])?.record(entry.count)
+                gauge("countdown_group_items", [("state", entry.state.rawValue), ("group", entry.group ?? "")])?.record(
+                    entry.count)
             }
         }
         for consumer in consumers {

@@ -15,8 +15,10 @@ public enum DurationText {
                 "invalid duration \(quoted(text)): expected a form like 90s, 15m, 1h30m, 2d, 250ms, PT15M or plain seconds"
             )
         }
-        guard ms.rounded() >= Double(Validate.minimumDurationMs), ms.rounded() <= Double(Validate.maximumDurationMs) else {
-            throw CountdownError(.invalidDuration, "invalid duration \(quoted(text)): must be between 1ms and 100 years")
+        guard ms.rounded() >= Double(Validate.minimumDurationMs), ms.rounded() <= Double(Validate.maximumDurationMs)
+        else {
+            throw CountdownError(
+                .invalidDuration, "invalid duration \(quoted(text)): must be between 1ms and 100 years")
         }
         return .milliseconds(Int64(ms.rounded()))
     }

@@ -125,7 +125,8 @@ extension KeyedDecodingContainer {
     fileprivate func decodeInstant(forKey key: Key) throws -> Date {
         let text = try decode(String.self, forKey: key)
         guard let date = Self.parseISO8601(text) else {
-            throw DecodingError.dataCorruptedError(forKey: key, in: self, debugDescription: "invalid ISO-8601 instant '\(text)'")
+            throw DecodingError.dataCorruptedError(
+                forKey: key, in: self, debugDescription: "invalid ISO-8601 instant '\(text)'")
         }
         return date
     }

@@ -10,7 +10,9 @@ extension CountdownStore {
     ///
     /// - Throws: ``CountdownError/Code/invalidKey`` for an invalid key,
     ///   ``CountdownError/Code/invalidArgument`` for a limit or window out of range.
-    public func recentEvents(of key: String, limit: Int = 50, window: Int = 10_000) async throws(CountdownError) -> [CountdownEvent] {
+    public func recentEvents(of key: String, limit: Int = 50, window: Int = 10_000) async throws(CountdownError)
+        -> [CountdownEvent]
+    {
         let key = try Validate.key(key)
         let limit = try Validate.limit(limit)
         guard (1...100_000).contains(window) else {

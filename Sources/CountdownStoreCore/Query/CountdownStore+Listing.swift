@@ -22,7 +22,9 @@ extension CountdownStore {
     ///
     /// A countdown whose remaining time has reached zero is expired from that instant, whether
     /// or not its expiry is recorded yet.
-    public func list(_ filter: StateFilter = .active, group: String? = nil, limit: Int = 100) async throws(CountdownError) -> [Countdown] {
+    public func list(_ filter: StateFilter = .active, group: String? = nil, limit: Int = 100)
+        async throws(CountdownError) -> [Countdown]
+    {
         try await list(filter, group: group, limit: limit, after: nil).items
     }
 
@@ -54,7 +56,8 @@ extension CountdownStore {
         if let cursor, cursor.filter != filter || cursor.group != group {
             throw CountdownError(
                 .invalidArgument,
-                "invalid cursor: it continues a list of \(cursor.filter.rawValue) items\(cursor.group.map { " in group \(quoted($0))" } ?? ""), not of \(filter.rawValue)\(group.map { " in group \(quoted($0))" } ?? "")")
+                "invalid cursor: it continues a list of \(cursor.filter.rawValue) items\(cursor.group.map { " in group \(quoted($0))" } ?? ""), not of \(filter.rawValue)\(group.map { " in group \(quoted($0))" } ?? "")"
+            )
         }
         return try await reading { tx, now in
             let page = try Self.listPage(tx, now, filter: filter, group: group, limit: limit, after: cursor)
@@ -63,7 +66,9 @@ extension CountdownStore {
     }
 
     /// The most recent events, newest first, optionally only of some kinds.
-    public func recentEvents(kinds: [CountdownEvent.Kind]? = nil, limit: Int = 20) async throws(CountdownError) -> [CountdownEvent] {
+    public func recentEvents(kinds: [CountdownEvent.Kind]? = nil, limit: Int = 20) async throws(CountdownError)
+        -> [CountdownEvent]
+    {
         let limit = try Validate.limit(limit)
         let names = kinds?.map(\.rawValue)
         return try await reading { tx, _ in try tx.recentEvents(kinds: names, limit: limit).map(CountdownEvent.init) }

@@ -67,7 +67,8 @@ extension CountdownStore {
         let group = try Validate.group(group)
         let limit = try Validate.limit(limit)
         return try await reading { tx, now in
-            let slice = try Self.activeSlice(tx, now, group: group, states: [.running, .paused], limit: limit, after: cursor)
+            let slice = try Self.activeSlice(
+                tx, now, group: group, states: [.running, .paused], limit: limit, after: cursor)
             return ActivePage(items: slice.items.map { $0.countdown(at: now) }, next: slice.next)
         }
     }

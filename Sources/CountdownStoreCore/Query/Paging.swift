@@ -48,7 +48,9 @@ extension CountdownStore {
             if states.contains(.running) {
                 for policy in CountdownPolicy.allCases {
                     let timeline = orderTime.timeline(policy)
-                    let after = cursor.flatMap { c in c.remainingMs.map { SortPosition(value: $0 + timeline, key: c.key) } }
+                    let after = cursor.flatMap { c in
+                        c.remainingMs.map { SortPosition(value: $0 + timeline, key: c.key) }
+                    }
                     ranked += try tx.running(
                         policy: policy, group: group, after: after, notDueBy: now.timeline(policy), limit: limit
                     ).map { ($0.sortRemainingMs(at: orderTime), $0) }
@@ -56,7 +58,9 @@ extension CountdownStore {
             }
             if states.contains(.paused) {
                 let after = cursor.flatMap { c in c.remainingMs.map { SortPosition(value: $0, key: c.key) } }
-                ranked += try tx.paused(group: group, after: after, limit: limit).map { ($0.sortRemainingMs(at: orderTime), $0) }
+                ranked += try tx.paused(group: group, after: after, limit: limit).map {
+                    ($0.sortRemainingMs(at: orderTime), $0)
+                }
             }
             ranked.sort { ($0.remaining, $0.item.key) < ($1.remaining, $1.item.key) }
             ranked = Array(ranked.prefix(limit))
@@ -67,7 +71,9 @@ extension CountdownStore {
             page += try tx.activeStopwatches(states, group: group, afterKey: afterKey, limit: limit - page.count)
                 .map { (remaining: nil, item: $0) }
         }
-        let next = page.count == limit ? page.last.map { ActiveCursor(time: orderTime, remainingMs: $0.remaining, key: $0.item.key) } : nil
+        let next =
+            page.count == limit
+            ? page.last.map { ActiveCursor(time: orderTime, remainingMs: $0.remaining, key: $0.item.key) } : nil
         return (page.map(\.item), next)
     }
 
@@ -89,7 +95,8 @@ extension CountdownStore {
                 for item in due {
                     let end = item.dueAtMs(at: now)
                     if let sinceMs, end < sinceMs { break }
-                    candidates.append((SortPosition(value: end, key: item.key), policy == .wall ? .wall : .active, item))
+                    candidates.append(
+                        (SortPosition(value: end, key: item.key), policy == .wall ? .wall : .active, item))
                 }
             }
             candidates += try tx.expired(sinceMs: sinceMs, group: group, after: position?.last, limit: limit)
@@ -117,7 +124,8 @@ extension CountdownStore {
     /// One page of the items in the states `filter` names, in its order; see
     /// ``list(_:group:limit:after:)``.
     static func listPage(
-        _ tx: any RepositoryReading, _ now: Now, filter: StateFilter, group: String?, limit: Int, after cursor: ListCursor?
+        _ tx: any RepositoryReading, _ now: Now, filter: StateFilter, group: String?, limit: Int,
+        after cursor: ListCursor?
     ) throws -> (items: [ItemRecord], next: ListCursor?) {
         let activeStates: Set<CountdownState> =
             switch filter {
@@ -135,7 +143,8 @@ extension CountdownStore {
             }
         var items: [ItemRecord] = []
         if !activeStates.isEmpty && cursor?.ended == nil {
-            let slice = try activeSlice(tx, now, group: group, states: activeStates, limit: limit, after: cursor?.active)
+            let slice = try activeSlice(
+                tx, now, group: group, states: activeStates, limit: limit, after: cursor?.active)
             if let next = slice.next {
                 return (slice.items, ListCursor(filter: filter, group: group, active: next, ended: nil))
             }
@@ -144,6 +153,8 @@ extension CountdownStore {
         guard !endedStates.isEmpty, items.count < limit else { return (items, nil) }
         let slice = try endedSlice(
             tx, now, group: group, states: endedStates, sinceMs: nil, limit: limit - items.count, after: cursor?.ended)
-        return (items + slice.items, slice.next.map { ListCursor(filter: filter, group: group, active: nil, ended: $0) })
+        return (
+            items + slice.items, slice.next.map { ListCursor(filter: filter, group: group, active: nil, ended: $0) }
+        )
     }
 }

@@ -88,8 +88,10 @@ extension CountdownStore {
                 try tx.append(
                     EventRecord(
                         .pruned, at: time,
-                        detail: ["items": Int64(result.items), "events": Int64(result.events),
-                                 "retired_keys": Int64(result.retiredKeys)]))
+                        detail: [
+                            "items": Int64(result.items), "events": Int64(result.events),
+                            "retired_keys": Int64(result.retiredKeys),
+                        ]))
             }
         }
         return total

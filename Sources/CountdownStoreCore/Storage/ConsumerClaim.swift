@@ -15,7 +15,9 @@ package struct ConsumerClaim: Sendable, Hashable {
     package var complete: Bool { ackedThrough >= lastID }
 
     /// A value with every field given.
-    package init(consumer: String, firstID: Int64, lastID: Int64, ackedThrough: Int64, claimant: String, claimedUntilMs: Int64) {
+    package init(
+        consumer: String, firstID: Int64, lastID: Int64, ackedThrough: Int64, claimant: String, claimedUntilMs: Int64
+    ) {
         self.consumer = consumer
         self.firstID = firstID
         self.lastID = lastID

@@ -11,7 +11,9 @@ package protocol CountdownRepository: Sendable {
 extension CountdownRepository {
     /// ``read(_:)`` for a body that reads events by ID (a reader's next events, the last ID): an
     /// engine whose writers commit events out of order readies what those reads need first.
-    package func readEvents<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws -> T {
+    package func readEvents<T: Sendable>(_ body: @escaping @Sendable (any RepositoryReading) throws -> T) async throws
+        -> T
+    {
         try await read(body)
     }
 }

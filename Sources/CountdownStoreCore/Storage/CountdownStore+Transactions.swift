@@ -57,23 +57,26 @@ extension CountdownStore {
             let started = metered ? ContinuousClock.now : nil
             outcome = try await translatingErrors(path: path) {
                 do {
-                    return try await using.run { try await engine.write { engineTransaction in
-                        // With a metrics backend, the events this attempt appends are noted.
-                        let meter = metered ? MeteredTransaction(engineTransaction) : nil
-                        let tx: any RepositoryWriting = meter ?? engineTransaction
-                        let (now, expired) = try self.advanceClocks(
-                            tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit, leavingToHolder: leavingExpiriesToHolder)
-                        guard !expired.isEmpty, bodyMayRefuse else {
-                            let result = try body(tx, now, expired)
-                            return (.success(result), !expired.isEmpty, meter?.tally)
+                    return try await using.run {
+                        try await engine.write { engineTransaction in
+                            // With a metrics backend, the events this attempt appends are noted.
+                            let meter = metered ? MeteredTransaction(engineTransaction) : nil
+                            let tx: any RepositoryWriting = meter ?? engineTransaction
+                            let (now, expired) = try self.advanceClocks(
+                                tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit,
+                                leavingToHolder: leavingExpiriesToHolder)
+                            guard !expired.isEmpty, bodyMayRefuse else {
+                                let result = try body(tx, now, expired)
+                                return (.success(result), !expired.isEmpty, meter?.tally)
+                            }
+                            do {
+                                let result = try tx.savepoint { try body(tx, now, expired) }
+                                return (.success(result), true, meter?.tally)
+                            } catch let refusal as CountdownError {
+                                return (.failure(refusal), true, meter?.tally)
+                            }
                         }
-                        do {
-                            let result = try tx.savepoint { try body(tx, now, expired) }
-                            return (.success(result), true, meter?.tally)
-                        } catch let refusal as CountdownError {
-                            return (.failure(refusal), true, meter?.tally)
-                        }
-                    } }
+                    }
                 } catch is CheckpointBehindBacklog {
                     return nil
                 }
@@ -86,7 +89,9 @@ extension CountdownStore {
                 continue
             }
             if notifies || outcome.expired { changes.bump() }
-            if let started { metrics.committed(operation, duration: ContinuousClock.now - started, tally: outcome.tally) }
+            if let started {
+                metrics.committed(operation, duration: ContinuousClock.now - started, tally: outcome.tally)
+            }
             return try outcome.result.get()
         }
     }
@@ -125,16 +130,18 @@ extension CountdownStore {
     /// while suspended or while nobody holds the lease).
     func nextDueBoot() async throws(CountdownError) -> Int64? {
         try await translatingErrors(path: path) {
-            try await using.run { try await engine.read { tx in
-                let (extrapolation, checkpoint, lease, soonest, reading) = try self.extrapolate(tx)
-                self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
-                let time = self.raiseFloor(extrapolation.time)
-                var policies: [CountdownPolicy] = [.wall]
-                if extrapolation.ticking { policies.append(.active) }
-                return policies.compactMap { policy in
-                    soonest[policy].map { reading.boot + max(0, $0 - time.timeline(policy)) }
-                }.min()
-            } }
+            try await using.run {
+                try await engine.read { tx in
+                    let (extrapolation, checkpoint, lease, soonest, reading) = try self.extrapolate(tx)
+                    self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+                    let time = self.raiseFloor(extrapolation.time)
+                    var policies: [CountdownPolicy] = [.wall]
+                    if extrapolation.ticking { policies.append(.active) }
+                    return policies.compactMap { policy in
+                        soonest[policy].map { reading.boot + max(0, $0 - time.timeline(policy)) }
+                    }.min()
+                }
+            }
         }
     }
 

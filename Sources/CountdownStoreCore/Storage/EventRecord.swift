@@ -38,7 +38,8 @@ package struct EventRecord: Sendable, Hashable {
         self.payload = payload
         self.detail = detail.map { fields in
             if fields.count == 1, let (key, value) = fields.first { return "{\"\(key)\":\(value)}" }  // most events
-            return "{" + fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
+            return "{" + fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
+                + "}"
         }
     }
 }

@@ -178,8 +178,9 @@ extension CountdownStore {
     /// The new keys of a group's starts go in together (`start` says how); every other write runs
     /// in a savepoint of its own: a refusal fails that caller alone and leaves nothing of its
     /// write, and every other caller gets exactly what it would have got alone. Every caller gets
-    /// its result once the group's transaction has committed. When the transaction fails as a whole (the database, not a refusal), each write of the group runs
-    /// again in a transaction of its own, so that each caller gets its own outcome.
+    /// its result once the group's transaction has committed. When the transaction fails as a
+    /// whole (the database, not a refusal), each write of the group runs again in a transaction
+    /// of its own, so that each caller gets its own outcome.
     func groupedWriting<T: Sendable>(
         _ operation: WriteOperation, notifies: Bool = true, start: GroupedStart? = nil,
         _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
@@ -218,7 +219,9 @@ extension CountdownStore {
         }
         switch result {
         case .success(let value):
-            guard let value = value as? T else { throw CountdownError(.storageFailure, "a grouped write returned \(type(of: value))") }
+            guard let value = value as? T else {
+                throw CountdownError(.storageFailure, "a grouped write returned \(type(of: value))")
+            }
             return value
         case .failure(let error):
             throw error
@@ -242,7 +245,9 @@ extension CountdownStore {
     /// One write in a transaction of its own, exactly as without grouping.
     private func alone(_ write: GroupedWrite) async {
         do {
-            let value = try await writing(write.operation, notifies: write.notifies) { tx, now in try write.body(tx, now) }
+            let value = try await writing(write.operation, notifies: write.notifies) { tx, now in
+                try write.body(tx, now)
+            }
             write.result = .success(value)
         } catch {
             write.result = .failure(error)
@@ -261,40 +266,45 @@ extension CountdownStore {
             do {
                 attempt = try await translatingErrors(path: path) {
                     do {
-                        return try await using.run { try await engine.write { engineTransaction in
-                            let meter = metered ? MeteredTransaction(engineTransaction) : nil
-                            let tx: any RepositoryWriting = meter ?? engineTransaction
-                            let (now, expired) = try self.advanceClocks(
-                                tx, movingCheckpoint: false, expiryLimit: limit, leavingToHolder: false)
-                            var results = [Result<any Sendable, CountdownError>?](repeating: nil, count: group.count)
-                            // The new keys, together. A key asked twice goes in once: the second
-                            // write runs its body, and finds the key as it would alone.
-                            var keys = Set<String>()
-                            let starts = group.indices.compactMap { index -> (Int, GroupedStart)? in
-                                guard let start = group[index].start, keys.insert(start.key).inserted else { return nil }
-                                return (index, start)
-                            }
-                            if starts.count > 1 {
-                                var items = starts.map { $0.1.item(now) }
-                                let inserted = try tx.insertNew(all: &items)
-                                for (position, (index, start)) in starts.enumerated() where inserted[position] {
-                                    try tx.append(start.event(items[position], now))
-                                    results[index] = .success(items[position].countdown(at: now))
+                        return try await using.run {
+                            try await engine.write { engineTransaction in
+                                let meter = metered ? MeteredTransaction(engineTransaction) : nil
+                                let tx: any RepositoryWriting = meter ?? engineTransaction
+                                let (now, expired) = try self.advanceClocks(
+                                    tx, movingCheckpoint: false, expiryLimit: limit, leavingToHolder: false)
+                                var results = [Result<any Sendable, CountdownError>?](
+                                    repeating: nil, count: group.count)
+                                // The new keys, together. A key asked twice goes in once: the second
+                                // write runs its body, and finds the key as it would alone.
+                                var keys = Set<String>()
+                                let starts = group.indices.compactMap { index -> (Int, GroupedStart)? in
+                                    guard let start = group[index].start, keys.insert(start.key).inserted else {
+                                        return nil
+                                    }
+                                    return (index, start)
                                 }
-                            }
-                            let bound = ContinuousClock.now + Self.groupTimeBound
-                            var ran = 0
-                            for index in group.indices where results[index] == nil {
-                                if index > 0, ran > 0, ContinuousClock.now >= bound { break }
-                                ran += 1
-                                do {
-                                    results[index] = .success(try tx.savepoint { try group[index].body(tx, now) })
-                                } catch let refusal as CountdownError {
-                                    results[index] = .failure(refusal)
+                                if starts.count > 1 {
+                                    var items = starts.map { $0.1.item(now) }
+                                    let inserted = try tx.insertNew(all: &items)
+                                    for (position, (index, start)) in starts.enumerated() where inserted[position] {
+                                        try tx.append(start.event(items[position], now))
+                                        results[index] = .success(items[position].countdown(at: now))
+                                    }
                                 }
+                                let bound = ContinuousClock.now + Self.groupTimeBound
+                                var ran = 0
+                                for index in group.indices where results[index] == nil {
+                                    if index > 0, ran > 0, ContinuousClock.now >= bound { break }
+                                    ran += 1
+                                    do {
+                                        results[index] = .success(try tx.savepoint { try group[index].body(tx, now) })
+                                    } catch let refusal as CountdownError {
+                                        results[index] = .failure(refusal)
+                                    }
+                                }
+                                return (results, !expired.isEmpty, meter?.tally)
                             }
-                            return (results, !expired.isEmpty, meter?.tally)
-                        } }
+                        }
                     } catch is CheckpointBehindBacklog {
                         return nil
                     }

@@ -46,8 +46,11 @@ package struct ItemListing: Sendable, Hashable {
         self.afterKey = afterKey
     }
 
-    /// Running countdowns of `policy` by deadline, then key (see ``RepositoryReading/running(policy:group:after:notDueBy:limit:)``).
-    package static func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?) -> ItemListing {
+    /// Running countdowns of `policy` by deadline, then key
+    /// (see ``RepositoryReading/running(policy:group:after:notDueBy:limit:)``).
+    package static func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?)
+        -> ItemListing
+    {
         ItemListing(.running(policy: policy, notDueBy: notDueBy), group: group, after: after)
     }
 
@@ -69,7 +72,9 @@ package struct ItemListing: Sendable, Hashable {
     }
 
     /// Running or paused stopwatches (or only those in `states`), by key.
-    package static func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?) -> ItemListing {
+    package static func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?)
+        -> ItemListing
+    {
         ItemListing(.activeStopwatches(states), group: group, afterKey: afterKey)
     }
 
@@ -92,12 +97,16 @@ package struct ItemListing: Sendable, Hashable {
 extension RepositoryReading {
     /// Running countdowns of `policy` by deadline, then key: after `after`, and (with `notDueBy`)
     /// only those not due by then.
-    package func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?, limit: Int) throws -> [ItemRecord] {
+    package func running(policy: CountdownPolicy, group: String?, after: SortPosition?, notDueBy: Int64?, limit: Int)
+        throws -> [ItemRecord]
+    {
         try items(.running(policy: policy, group: group, after: after, notDueBy: notDueBy), limit: limit)
     }
 
     /// Running countdowns of `policy` due by `deadline`, soonest first.
-    package func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int) throws -> [ItemRecord] {
+    package func running(policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int) throws
+        -> [ItemRecord]
+    {
         try items(.running(policy: policy, dueBy: deadline, group: group), limit: limit)
     }
 
@@ -114,7 +123,9 @@ extension RepositoryReading {
     }
 
     /// Running or paused stopwatches, by key.
-    package func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?, limit: Int) throws -> [ItemRecord] {
+    package func activeStopwatches(_ states: Set<CountdownState>, group: String?, afterKey: String?, limit: Int) throws
+        -> [ItemRecord]
+    {
         try items(.activeStopwatches(states, group: group, afterKey: afterKey), limit: limit)
     }
 

@@ -23,7 +23,12 @@ package struct ItemRecord: Sendable, Hashable {
     package var updatedAtMs: Int64
 
     /// A row with every column given.
-    package init(id: Int64?, key: String, group: String?, kind: CountdownKind, policy: CountdownPolicy, state: CountdownState, durationMs: Int64?, generation: Int64, startOffsetMs: Int64, gapAtStartMs: Int64, startedAtMs: Int64, pausedMs: Int64, pausedAtMs: Int64?, deadlineMs: Int64?, finalElapsedMs: Int64?, endedAtMs: Int64?, expiredAtMs: Int64?, payload: CountdownPayload?, updatedAtMs: Int64) {
+    package init(
+        id: Int64?, key: String, group: String?, kind: CountdownKind, policy: CountdownPolicy, state: CountdownState,
+        durationMs: Int64?, generation: Int64, startOffsetMs: Int64, gapAtStartMs: Int64, startedAtMs: Int64,
+        pausedMs: Int64, pausedAtMs: Int64?, deadlineMs: Int64?, finalElapsedMs: Int64?, endedAtMs: Int64?,
+        expiredAtMs: Int64?, payload: CountdownPayload?, updatedAtMs: Int64
+    ) {
         self.id = id
         self.key = key
         self.group = group

@@ -3,7 +3,9 @@ import Foundation
 extension RepositoryWriting {
     package func lockClocks() throws {}
 
-    package func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool {
+    package func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord)
+        throws -> Bool
+    {
         guard try insertNew(&item) else { return false }
         try append(event(item))
         return true
@@ -34,7 +36,8 @@ package protocol RepositoryWriting: RepositoryReading {
     /// ``insertNew(_:)``, then, if it inserted, appends `event` made from the item. `lastWrite`
     /// says that the transaction writes nothing after it, so an engine may send both in one
     /// statement (the server engine does).
-    func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws -> Bool
+    func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord) throws
+        -> Bool
     /// ``insertNew(_:)`` for each of `items` (their keys all different), which an engine may send
     /// as one statement; returns, for each, whether it was inserted.
     func insertNew(all items: inout [ItemRecord]) throws -> [Bool]

@@ -17,7 +17,9 @@ extension CountdownStore {
     /// many it recorded.
     func expireDueBatch(limit: Int? = nil) async throws(CountdownError) -> Int {
         let limit = min(max(1, limit ?? configuration.expiryBatchSize), max(1, configuration.expiryBatchSize))
-        return try await writing(.expire, notifies: false, expiryLimit: limit, bodyMayRefuse: false) { _, _, expired in expired.count }
+        return try await writing(.expire, notifies: false, expiryLimit: limit, bodyMayRefuse: false) { _, _, expired in
+            expired.count
+        }
     }
 
     /// Records the expiry of at most `limit` running countdowns due at `now` on the timelines
@@ -83,7 +85,8 @@ extension CountdownStore {
     @discardableResult
     public func expireDue(limit: Int) async throws(CountdownError) -> [Countdown] {
         guard limit >= 1 else { throw CountdownError(.invalidArgument, "invalid limit \(limit): must be at least 1") }
-        return try await writing(.expire, expiryLimit: limit) { _, now, expired in expired.map { $0.countdown(at: now) } }
+        return try await writing(.expire, expiryLimit: limit) { _, now, expired in expired.map { $0.countdown(at: now) }
+        }
     }
 
     /// Starts the engine's upkeep for a ticker that starts running.

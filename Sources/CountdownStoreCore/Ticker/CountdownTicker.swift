@@ -96,7 +96,9 @@ public final class CountdownTicker: Service, Sendable {
                 if store.engine.pushesForeignChanges {
                     // Other hosts' writes, as the database announces them: look again at once.
                     tasks.addTask {
-                        await store.engine.watchForeignChanges(clock: store.configuration.clock) { store.changes.bump() }
+                        await store.engine.watchForeignChanges(clock: store.configuration.clock) {
+                            store.changes.bump()
+                        }
                         return false
                     }
                 }
@@ -311,7 +313,10 @@ public final class CountdownTicker: Service, Sendable {
             if pruned.items + pruned.events + pruned.retiredKeys > 0 {
                 logger.debug(
                     "retention pruned",
-                    metadata: ["items": "\(pruned.items)", "events": "\(pruned.events)", "retired_keys": "\(pruned.retiredKeys)"])
+                    metadata: [
+                        "items": "\(pruned.items)", "events": "\(pruned.events)",
+                        "retired_keys": "\(pruned.retiredKeys)",
+                    ])
             }
         } catch {
             if !Task.isCancelled {
@@ -338,7 +343,8 @@ public final class CountdownTicker: Service, Sendable {
                 try await store.refreshGauges()
             } catch {
                 if !Task.isCancelled {
-                    store.configuration.logger.warning("could not read the metrics' gauges; trying again later", metadata: ["error": "\(error)"])
+                    store.configuration.logger.warning(
+                        "could not read the metrics' gauges; trying again later", metadata: ["error": "\(error)"])
                 }
             }
         }
@@ -354,7 +360,9 @@ public final class CountdownTicker: Service, Sendable {
     /// consuming task ends the subscription. Ticks flow while ``run()`` runs.
     ///
     /// - Throws: ``CountdownError`` for an invalid key or an interval outside 1 ms to 1 day.
-    public func ticks(keys: [String], every interval: Duration = .seconds(1)) throws(CountdownError) -> AsyncStream<TickSnapshot> {
+    public func ticks(keys: [String], every interval: Duration = .seconds(1)) throws(CountdownError) -> AsyncStream<
+        TickSnapshot
+    > {
         var valid = Set<String>()
         for key in keys { valid.insert(try Validate.key(key)) }
         return try subscribe(.keys(valid), every: interval)
@@ -362,11 +370,15 @@ public final class CountdownTicker: Service, Sendable {
 
     /// Remaining time of the running and paused items of `group` (of every group when `nil`),
     /// every `interval`, on aligned instants. See ``ticks(keys:every:)``.
-    public func ticks(group: String?, every interval: Duration = .seconds(1)) throws(CountdownError) -> AsyncStream<TickSnapshot> {
+    public func ticks(group: String?, every interval: Duration = .seconds(1)) throws(CountdownError) -> AsyncStream<
+        TickSnapshot
+    > {
         try subscribe(.group(try Validate.group(group)), every: interval)
     }
 
-    private func subscribe(_ selection: TickSelection, every interval: Duration) throws(CountdownError) -> AsyncStream<TickSnapshot> {
+    private func subscribe(_ selection: TickSelection, every interval: Duration) throws(CountdownError) -> AsyncStream<
+        TickSnapshot
+    > {
         let intervalMs = interval.milliseconds
         guard intervalMs >= 1, intervalMs <= 86_400_000 else {
             throw CountdownError(.invalidArgument, "invalid tick interval \(interval): must be between 1ms and 1 day")
@@ -431,7 +443,8 @@ public final class CountdownTicker: Service, Sendable {
         for (_, subscription) in due {
             var tickTime = time
             tickTime.wall = time.wall - time.wall % subscription.intervalMs  // the aligned instant
-            subscription.continuation.yield(TickSnapshot(time: tickTime, items: Self.figures(subscription.items, at: now)))
+            subscription.continuation.yield(
+                TickSnapshot(time: tickTime, items: Self.figures(subscription.items, at: now)))
         }
         return state.withLock { state -> Int64? in
             state.subscriptions.values.compactMap(\.nextWall).map { boot + $0 - time.wall }.min()

@@ -2,11 +2,11 @@ import CCountdownSystem
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Sleeps on the boot clock with one thread of its own, waiting in `poll(2)` with a relative
@@ -35,9 +35,9 @@ final class BootSleeper: @unchecked Sendable {
     static func bootNanoseconds() -> Int64 {
         var spec = timespec()
         #if os(Linux) || os(Android)
-        clock_gettime(CLOCK_BOOTTIME, &spec)
+            clock_gettime(CLOCK_BOOTTIME, &spec)
         #else
-        clock_gettime(CLOCK_MONOTONIC, &spec)
+            clock_gettime(CLOCK_MONOTONIC, &spec)
         #endif
         return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
     }
@@ -52,7 +52,12 @@ final class BootSleeper: @unchecked Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let cancelled = lock.withLock { () -> Bool in
                     if Task.isCancelled { return true }
-                    sleepers[id] = (deadlineNs, { @Sendable reached in continuation.resume(with: reached ? .success(()) : .failure(CancellationError())) })
+                    sleepers[id] = (
+                        deadlineNs,
+                        { @Sendable reached in
+                            continuation.resume(with: reached ? .success(()) : .failure(CancellationError()))
+                        }
+                    )
                     return false
                 }
                 if cancelled {

@@ -45,8 +45,9 @@ package struct Checkpoint: Sendable, Hashable {
             wall: wall(after: delta),
             active: active + counted,
             gap: gap + (delta - counted))
-        return Extrapolation(time: time, unflooredWall: unflooredWall, ticking: ticking, sameBoot: sameBoot,
-                             skew: trustedWall &- unflooredWall, skewUncertainty: reading.uncertainty)
+        return Extrapolation(
+            time: time, unflooredWall: unflooredWall, ticking: ticking, sameBoot: sameBoot,
+            skew: trustedWall &- unflooredWall, skewUncertainty: reading.uncertainty)
     }
 
     /// W when `delta` ms have passed since this checkpoint.
@@ -106,7 +107,10 @@ package struct Checkpoint: Sendable, Hashable {
     }
 
     /// A checkpoint with every column given.
-    package init(createdAt: Int64, active: Int64, gap: Int64, heartbeatAt: Int64, heartbeatBoot: Int64, bootID: String?, wallFloor: Int64, suspended: Bool, calibrationOffset: Int64, calibratedAt: Int64?, clockSkew: Int64) {
+    package init(
+        createdAt: Int64, active: Int64, gap: Int64, heartbeatAt: Int64, heartbeatBoot: Int64, bootID: String?,
+        wallFloor: Int64, suspended: Bool, calibrationOffset: Int64, calibratedAt: Int64?, clockSkew: Int64
+    ) {
         self.createdAt = createdAt
         self.active = active
         self.gap = gap

@@ -25,8 +25,10 @@ extension CountdownStore {
     ///   needs `force` without it (nothing is written then).
     @discardableResult
     public func calibrate(serverTime: Date, force: Bool = false) async throws(CountdownError) -> StoreTime {
-        guard let serverMs = serverTime.checkedMillisecondsSince1970, serverMs >= 0, serverMs < 253_402_300_800_000 else {
-            throw CountdownError(.invalidArgument, "invalid server time \(serverTime.described): must be between 1970 and 9999")
+        guard let serverMs = serverTime.checkedMillisecondsSince1970, serverMs >= 0, serverMs < 253_402_300_800_000
+        else {
+            throw CountdownError(
+                .invalidArgument, "invalid server time \(serverTime.described): must be between 1970 and 9999")
         }
         let clock = configuration.clock
         let tolerance = configuration.clockEditTolerance.milliseconds
@@ -36,7 +38,8 @@ extension CountdownStore {
             try time.requireCheckpointAtNow()
             let difference = serverMs - time.wall
             if !force && (difference < -tolerance || difference > forwardLimit) {
-                throw CountdownError.calibrationNeedsForce(serverMs: serverMs, wallMs: time.wall, differenceMs: difference)
+                throw CountdownError.calibrationNeedsForce(
+                    serverMs: serverMs, wallMs: time.wall, differenceMs: difference)
             }
             let reading = try tx.clockReading(ClockReading(clock))
             let previousOffset = checkpoint.calibrationOffset
@@ -57,8 +60,10 @@ extension CountdownStore {
             try tx.append(
                 EventRecord(
                     .calibrated, at: calibrated,
-                    detail: ["offset_ms": checkpoint.calibrationOffset, "previous_offset_ms": previousOffset,
-                             "wall_before_ms": time.wall]))
+                    detail: [
+                        "offset_ms": checkpoint.calibrationOffset, "previous_offset_ms": previousOffset,
+                        "wall_before_ms": time.wall,
+                    ]))
             try self.remember(tx)
             return calibrated
         }

@@ -48,7 +48,9 @@ extension CountdownStore {
             throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
         }
         let reading = try tx.clockReading(ClockReading(configuration.clock))
-        return (checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease, soonest, reading)
+        return (
+            checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease, soonest, reading
+        )
     }
 
     /// `time`, raised so that this instance never hands out a clock reading below an earlier one.
@@ -158,7 +160,8 @@ extension CountdownStore {
     }
 
     /// Whether this write moves the checkpoint (see ``advanceClocks(_:movingCheckpoint:)``).
-    func movesCheckpoint(_ extrapolation: Extrapolation, _ checkpoint: Checkpoint, _ lease: Lease, forced: Bool) -> Bool {
+    func movesCheckpoint(_ extrapolation: Extrapolation, _ checkpoint: Checkpoint, _ lease: Lease, forced: Bool) -> Bool
+    {
         if let holder = lease.holder, holder != instanceID, lease.expiresAtMs > extrapolation.unflooredWall,
             engine.writersRunSideBySide
         {

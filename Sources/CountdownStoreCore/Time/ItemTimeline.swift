@@ -140,8 +140,9 @@ extension ItemRecord {
     mutating func restart(at time: some ClockInstant) {
         self = ItemRecord(
             key: key, group: group, kind: kind, policy: policy, durationMs: durationMs,
-            payload: payload, generation: generation + 1, at: time)
-            .with(id: id)
+            payload: payload, generation: generation + 1, at: time
+        )
+        .with(id: id)
     }
 
     /// Changes the duration of an active countdown by `deltaMs`, in a new generation.

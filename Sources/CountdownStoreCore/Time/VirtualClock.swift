@@ -69,7 +69,12 @@ public final class VirtualClock: StoreClock, BootAlarms, @unchecked Sendable {
                 let resumeNow: (any Error)?? = lock.withLock {
                     if Task.isCancelled { return .some(CancellationError()) }
                     if deadline <= boot { return .some(nil) }
-                    sleepers[id] = (deadline, { @Sendable reached in continuation.resume(with: reached ? .success(()) : .failure(CancellationError())) })
+                    sleepers[id] = (
+                        deadline,
+                        { @Sendable reached in
+                            continuation.resume(with: reached ? .success(()) : .failure(CancellationError()))
+                        }
+                    )
                     return .none
                 }
                 switch resumeNow {

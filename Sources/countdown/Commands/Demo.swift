@@ -35,7 +35,8 @@ extension CountdownCommand {
                 let path = store.path ?? ""
                 let caughtUp = try await store.expireDue()
                 if try await store.counts().total == 0 {
-                    try await store.start(Self.items.map { .countdown($0.0, duration: $0.1, group: $0.2, policy: $0.3) })
+                    try await store.start(
+                        Self.items.map { .countdown($0.0, duration: $0.1, group: $0.2, policy: $0.3) })
                     try await store.startStopwatch("uptime", group: "app", policy: .active)
                     print("Started \(Self.items.count) countdowns and a stopwatch in \(path).")
                     print("`wall` ones keep counting while nothing runs; `active` ones count only while a ticker runs.")
@@ -48,7 +49,9 @@ extension CountdownCommand {
                         print("Caught up: \(caughtUp.count) expired while the demo was not running:")
                         let expiries = try await store.recentEvents(kinds: [.expired], limit: max(1, caughtUp.count))
                         for event in expiries.reversed() {
-                            print("  \(TerminalText.safe(event.key ?? ""))  came due \(event.deadlineAt.map { StoreTime.iso8601($0) } ?? "?")  (late by \(DurationText.format(event.late ?? .zero)))")
+                            print(
+                                "  \(TerminalText.safe(event.key ?? ""))  came due \(event.deadlineAt.map { StoreTime.iso8601($0) } ?? "?")  (late by \(DurationText.format(event.late ?? .zero)))"
+                            )
                         }
                         print()
                     }

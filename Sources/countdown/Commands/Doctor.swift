@@ -46,10 +46,14 @@ extension CountdownCommand {
         /// Reports a database that cannot be opened, and exits with its status.
         private func report(problem: CountdownError, path: String) -> Never {
             if output.json {
-                print(JSON.object([
-                    ("path", .string(path)), ("ok", .bool(false)),
-                    ("error", .object([("code", .string(problem.code.name)), ("message", .string(problem.message))])),
-                ]).text)
+                print(
+                    JSON.object([
+                        ("path", .string(path)), ("ok", .bool(false)),
+                        (
+                            "error",
+                            .object([("code", .string(problem.code.name)), ("message", .string(problem.message))])
+                        ),
+                    ]).text)
                 Foundation.exit(ExitStatus.of(problem))
             }
             Main.fail(problem.message, status: ExitStatus.of(problem))
@@ -77,19 +81,25 @@ extension CountdownCommand {
                 "store clock    \(StoreTime.iso8601(milliseconds: clock.now.wall))",
                 "active time    \(DurationText.format(.milliseconds(clock.now.active))) (A = \(clock.now.active) ms)",
                 "background gap \(DurationText.format(.milliseconds(clock.now.gap))) (G = \(clock.now.gap) ms)",
-                "calibration    \(milliseconds(clock.calibrationOffset)) ms" + (clock.calibratedAt.map { ", set \(StoreTime.iso8601($0))" } ?? ", never set"),
+                "calibration    \(milliseconds(clock.calibrationOffset)) ms"
+                    + (clock.calibratedAt.map { ", set \(StoreTime.iso8601($0))" } ?? ", never set"),
                 "clock skew     \(milliseconds(clock.clockSkew)) ms (system clock + calibration − store clock)",
                 "last heartbeat \(StoreTime.iso8601(clock.lastHeartbeat))",
                 "boot           \(TerminalText.safe(clock.bootIdentity ?? "unknown"))",
                 "host           \(clock.suspended ? "suspended" : "not suspended")",
-                "lease          " + (clock.leaseHolder.map { "held by \(TerminalText.safe($0)) until \(StoreTime.iso8601(clock.leaseExpiresAt!))" } ?? "free (no ticker running)"),
+                "lease          "
+                    + (clock.leaseHolder.map {
+                        "held by \(TerminalText.safe($0)) until \(StoreTime.iso8601(clock.leaseExpiresAt!))"
+                    } ?? "free (no ticker running)"),
             ]
             for detail in report.engineDetails {
                 lines.append(TerminalText.pad(detail.name, to: 15) + TerminalText.safe(detail.value))
             }
             lines.append("clock events   " + (report.recentClockEvents.isEmpty ? "none" : ""))
             for event in report.recentClockEvents {
-                lines.append("  \(StoreTime.iso8601(event.recordedAt))  \(event.kind.rawValue)  \(TerminalText.safe(event.detail ?? ""))")
+                lines.append(
+                    "  \(StoreTime.iso8601(event.recordedAt))  \(event.kind.rawValue)  \(TerminalText.safe(event.detail ?? ""))"
+                )
             }
             return lines.joined(separator: "\n")
         }
@@ -99,37 +109,53 @@ extension CountdownCommand {
             return .object([
                 ("path", .string(path)),
                 ("ok", .bool(healthy)),
-                ("schema", .object([
-                    ("applied", .array(report.appliedMigrations.map(JSON.string))),
-                    ("known", .array(report.knownMigrations.map(JSON.string))),
-                ])),
+                (
+                    "schema",
+                    .object([
+                        ("applied", .array(report.appliedMigrations.map(JSON.string))),
+                        ("known", .array(report.knownMigrations.map(JSON.string))),
+                    ])
+                ),
                 ("integrity", .array(report.integrity.map(JSON.string))),
                 ("integrity_check", .string(report.integrityCheck.rawValue)),
                 ("integrity_ms", .int(report.integrityDuration.milliseconds)),
-                ("counts", .object(CountdownState.allCases.map { ($0.rawValue, .int(Int64(report.counts.count($0)))) })),
-                ("clock", .object([
-                    ("wall_at", .string(StoreTime.iso8601(milliseconds: clock.now.wall))),
-                    ("active_ms", .int(clock.now.active)),
-                    ("gap_ms", .int(clock.now.gap)),
-                    ("calibration_offset_ms", .int(milliseconds(clock.calibrationOffset))),
-                    ("calibrated_at", .instant(clock.calibratedAt)),
-                    ("clock_skew_ms", .int(milliseconds(clock.clockSkew))),
-                    ("last_heartbeat_at", .instant(clock.lastHeartbeat)),
-                    ("boot_id", .string(clock.bootIdentity)),
-                    ("suspended", .bool(clock.suspended)),
-                ])),
-                ("lease", .object([
-                    ("holder", .string(clock.leaseHolder)),
-                    ("expires_at", .instant(clock.leaseExpiresAt)),
-                ])),
-                ("engine", .object(report.engineDetails.map { ($0.name, .string($0.value)) })),
-                ("clock_events", .array(report.recentClockEvents.map { event in
+                (
+                    "counts",
+                    .object(CountdownState.allCases.map { ($0.rawValue, .int(Int64(report.counts.count($0)))) })
+                ),
+                (
+                    "clock",
                     .object([
-                        ("kind", .string(event.kind.rawValue)),
-                        ("at", .instant(event.recordedAt)),
-                        ("detail", .string(event.detail)),
+                        ("wall_at", .string(StoreTime.iso8601(milliseconds: clock.now.wall))),
+                        ("active_ms", .int(clock.now.active)),
+                        ("gap_ms", .int(clock.now.gap)),
+                        ("calibration_offset_ms", .int(milliseconds(clock.calibrationOffset))),
+                        ("calibrated_at", .instant(clock.calibratedAt)),
+                        ("clock_skew_ms", .int(milliseconds(clock.clockSkew))),
+                        ("last_heartbeat_at", .instant(clock.lastHeartbeat)),
+                        ("boot_id", .string(clock.bootIdentity)),
+                        ("suspended", .bool(clock.suspended)),
                     ])
-                })),
+                ),
+                (
+                    "lease",
+                    .object([
+                        ("holder", .string(clock.leaseHolder)),
+                        ("expires_at", .instant(clock.leaseExpiresAt)),
+                    ])
+                ),
+                ("engine", .object(report.engineDetails.map { ($0.name, .string($0.value)) })),
+                (
+                    "clock_events",
+                    .array(
+                        report.recentClockEvents.map { event in
+                            .object([
+                                ("kind", .string(event.kind.rawValue)),
+                                ("at", .instant(event.recordedAt)),
+                                ("detail", .string(event.detail)),
+                            ])
+                        })
+                ),
             ])
         }
     }

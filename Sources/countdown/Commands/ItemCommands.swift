@@ -111,12 +111,17 @@ extension CountdownCommand {
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The trusted time, like 2026-11-21T08:33:16.123Z.") var serverTime: String
-        @Flag(help: "Accept a time behind the store clock (it then advances at half speed until the time catches up) or more than a day ahead of it.")
+        @Flag(
+            help:
+                "Accept a time behind the store clock (it then advances at half speed until the time catches up) or more than a day ahead of it."
+        )
         var force = false
 
         func run() async throws {
             guard let instant = parseISO8601(serverTime) else {
-                throw CountdownError(.invalidArgument, "invalid server time '\(serverTime)': expected ISO-8601, like 2026-11-21T08:33:16Z")
+                throw CountdownError(
+                    .invalidArgument,
+                    "invalid server time '\(serverTime)': expected ISO-8601, like 2026-11-21T08:33:16Z")
             }
             let status = try await withStore(global) { store in
                 try await store.calibrate(serverTime: instant, force: force)
@@ -148,7 +153,9 @@ extension CountdownCommand {
                 try await store.prune(olderThan: age) { totals in
                     guard terminal else { return }
                     FileHandle.standardError.write(
-                        Data("\rpruning: \(totals.items) countdowns, \(totals.events) events, \(totals.retiredKeys) retired keys…".utf8))
+                        Data(
+                            "\rpruning: \(totals.items) countdowns, \(totals.events) events, \(totals.retiredKeys) retired keys…"
+                                .utf8))
                 }
             }
             if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
@@ -241,7 +248,8 @@ extension CountdownCommand {
 
     /// `countdown shorten KEY DURATION`.
     struct Shorten: ItemChange {
-        static let configuration = CommandConfiguration(abstract: "Take time off a countdown; past zero it expires at once.")
+        static let configuration = CommandConfiguration(
+            abstract: "Take time off a countdown; past zero it expires at once.")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The key.") var key: String
         @Argument(help: "How much to take off.") var duration: String

@@ -37,7 +37,8 @@ extension CountdownCommand {
         var retainEvents: String?
 
         /// `text` as a retention period: a duration, or `nil` for "forever"; `fallback` when not given.
-        static func retention(_ text: String?, option: String, fallback: Duration?) throws(CountdownError) -> Duration? {
+        static func retention(_ text: String?, option: String, fallback: Duration?) throws(CountdownError) -> Duration?
+        {
             guard let text else { return fallback }
             if text.lowercased() == "forever" { return nil }
             do {
@@ -57,7 +58,8 @@ extension CountdownCommand {
                 return duration
             }
             var retention = CountdownStore.Retention()
-            retention.endedItems = try Self.retention(retainEnded, option: "retain-ended", fallback: retention.endedItems)
+            retention.endedItems = try Self.retention(
+                retainEnded, option: "retain-ended", fallback: retention.endedItems)
             retention.events = try Self.retention(retainEvents, option: "retain-events", fallback: retention.events)
             let store = try await global.openStore(claimTimeout: timeout, retention: retention)
             // The stop a signal begins: the acknowledgement or command under way, and closing,
@@ -89,7 +91,9 @@ extension CountdownCommand {
                 break
             case .failure(let error)?:
                 // After a stop, what the database could not be reached for was logged already.
-                let stopped = stopping.hasStarted && (error is CancellationError || (error as? CountdownError)?.isTransient == true)
+                let stopped =
+                    stopping.hasStarted
+                    && (error is CancellationError || (error as? CountdownError)?.isTransient == true)
                 if !stopped && !(error is CancellationError) {
                     try? await store.close(by: stopping)
                     throw error
@@ -268,9 +272,10 @@ struct ExpiryOutput {
                 try process.run()
             } catch {
                 process.terminationHandler = nil
-                continuation.resume(throwing: CountdownError(.invalidArgument, "cannot run '\(command)': \(error.localizedDescription)"))
+                continuation.resume(
+                    throwing: CountdownError(.invalidArgument, "cannot run '\(command)': \(error.localizedDescription)")
+                )
             }
         }
     }
 }
-

@@ -33,13 +33,22 @@ extension CountdownCommand {
         var token: String?
         @Option(help: ArgumentHelp("Read the token from this file (its first line).", valueName: "path"))
         var tokenFile: String?
-        @Flag(help: "Let every request that reaches the server write, without a token: only behind a proxy that authenticates. Cross-site writes are still refused.")
+        @Flag(
+            help:
+                "Let every request that reaches the server write, without a token: only behind a proxy that authenticates. Cross-site writes are still refused."
+        )
         var openWrites = false
         @Option(help: "The most connections held at once; more wait to be accepted.") var maxConnections = 4096
-        @Option(help: "The most event streams (/api/stream) open at once; beyond, 503 with Retry-After.") var maxStreams = 256
-        @Flag(help: "Listen on an address other than loopback: only behind a proxy that terminates TLS, since the token and the store would otherwise cross the network in clear.")
+        @Option(help: "The most event streams (/api/stream) open at once; beyond, 503 with Retry-After.")
+        var maxStreams = 256
+        @Flag(
+            help:
+                "Listen on an address other than loopback: only behind a proxy that terminates TLS, since the token and the store would otherwise cross the network in clear."
+        )
         var behindTLSProxy = false
-        @Option(help: ArgumentHelp("Allow this origin's pages to call the API (CORS); none by default.", valueName: "origin"))
+        @Option(
+            help: ArgumentHelp(
+                "Allow this origin's pages to call the API (CORS); none by default.", valueName: "origin"))
         var corsOrigin: String?
         @Option(
             name: .customLong("allow-host"),
@@ -56,12 +65,15 @@ extension CountdownCommand {
                 throw CountdownError(.invalidArgument, "invalid --max-streams \(maxStreams): must be from 1 to 100000")
             }
             guard (1...1_000_000).contains(maxConnections) else {
-                throw CountdownError(.invalidArgument, "invalid --max-connections \(maxConnections): must be from 1 to 1000000")
+                throw CountdownError(
+                    .invalidArgument, "invalid --max-connections \(maxConnections): must be from 1 to 1000000")
             }
             for name in allowHosts where name != "*" {
                 guard name.wholeMatch(of: #/(\*\.)?[A-Za-z0-9][A-Za-z0-9._-]*/#) != nil else {
                     throw CountdownError(
-                        .invalidArgument, "invalid --allow-host \(quoted(name)): give a host name without scheme or port, such as ops.example.com, *.example.com or *")
+                        .invalidArgument,
+                        "invalid --allow-host \(quoted(name)): give a host name without scheme or port, such as ops.example.com, *.example.com or *"
+                    )
                 }
             }
             let token = try resolvedToken()
@@ -71,14 +83,17 @@ extension CountdownCommand {
             if !Self.isLoopback(host) && !behindTLSProxy {
                 throw CountdownError(
                     .invalidArgument,
-                    "refusing to listen on \(quoted(host)) without TLS: the token and the store would cross the network in clear. Listen on 127.0.0.1, or put the server behind a proxy that terminates TLS and pass --behind-tls-proxy")
+                    "refusing to listen on \(quoted(host)) without TLS: the token and the store would cross the network in clear. Listen on 127.0.0.1, or put the server behind a proxy that terminates TLS and pass --behind-tls-proxy"
+                )
             }
             let registry = PrometheusCollectorRegistry()
-            let store = try await global.openStore(metrics: .init(factory: PrometheusMetricsFactory(registry: registry)))
+            let store = try await global.openStore(
+                metrics: .init(factory: PrometheusMetricsFactory(registry: registry)))
             let allowedHosts: CountdownDashboard.AllowedHosts =
                 allowHosts.contains("*") ? .any : .names(allowHosts + [host])
             let dashboard = CountdownDashboard(
-                store: store, writeAccess: openWrites ? .open : token.map { .bearerToken($0) } ?? .readOnly, metricsRegistry: registry,
+                store: store, writeAccess: openWrites ? .open : token.map { .bearerToken($0) } ?? .readOnly,
+                metricsRegistry: registry,
                 allowedHosts: allowedHosts, allowedOrigins: Set([corsOrigin].compactMap { $0 }), logger: toolLogger,
                 maximumStreams: maxStreams)
             let router = Router()
@@ -93,7 +108,10 @@ extension CountdownCommand {
             var serverLogger = toolLogger
             serverLogger.logLevel = .error
             let (host, port) = (host, port)
-            let access = openWrites ? "open writes: the proxy in front decides" : token == nil ? "read-only: no token" : "writes need the token"
+            let access =
+                openWrites
+                ? "open writes: the proxy in front decides"
+                : token == nil ? "read-only: no token" : "writes need the token"
             let limits = ConnectionLimits.standard
             let app = Application(
                 router: router,
@@ -103,7 +121,8 @@ extension CountdownCommand {
                     availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
                 onServerRunning: { channel in
                     let bound = channel.localAddress?.port ?? port
-                    FileHandle.standardOutput.write(Data("countdown serve: http://\(host):\(bound)/ (\(access))\n".utf8))
+                    FileHandle.standardOutput.write(
+                        Data("countdown serve: http://\(host):\(bound)/ (\(access))\n".utf8))
                 }, logger: serverLogger)
             let group = ServiceGroup(
                 configuration: .init(
@@ -145,7 +164,8 @@ extension CountdownCommand.Serve {
             // The token itself is never shown: only its length.
             throw CountdownError(
                 .invalidArgument,
-                "invalid token: \(candidate.source) has \(candidate.text.count) characters; a token needs at least \(Self.minimumTokenLength) (for example: openssl rand -hex 24)")
+                "invalid token: \(candidate.source) has \(candidate.text.count) characters; a token needs at least \(Self.minimumTokenLength) (for example: openssl rand -hex 24)"
+            )
         }
         return candidate.text
     }

@@ -17,7 +17,8 @@ extension CountdownCommand {
         func run() async throws {
             let every = try DurationText.parse(interval)
             guard [.active, .running, .paused].contains(state) else {
-                throw CountdownError(.invalidArgument, "invalid state '\(state.rawValue)' for watch: use active, running or paused")
+                throw CountdownError(
+                    .invalidArgument, "invalid state '\(state.rawValue)' for watch: use active, running or paused")
             }
             try await withStore(global) { store in
                 guard LiveView.isTerminal else {
