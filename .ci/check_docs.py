@@ -88,12 +88,61 @@ def uncompiled_blocks():
     return problems
 
 
+def declared_names():
+    """Every name the package's sources declare (types, members, cases), and `init`."""
+    names = {"init"}
+    pattern = re.compile(
+        r"\b(?:func|var|let|case|class|struct|enum|protocol|typealias|actor|associatedtype)\s+`?([A-Za-z_][A-Za-z0-9_]*)")
+    for path in glob.glob(os.path.join(ROOT, "Sources/**/*.swift"), recursive=True):
+        text = open(path, encoding="utf-8").read()
+        names.update(pattern.findall(text))
+        # The cases of one `case a, b, c` line.
+        for line in re.findall(r"^\s*case\s+([^:=(\n]+)$", text, re.M):
+            names.update(n.strip() for n in line.split(",") if re.fullmatch(r"[A-Za-z_]\w*", n.strip()))
+    return names
+
+
+def stale_symbol_links():
+    """``Type/member`` links in the doc comments of every target (DocC checks only the
+    catalog's module), and relative links of the Markdown files, that lead nowhere."""
+    names = declared_names()
+    problems = []
+    link = re.compile(r"``([A-Za-z_][A-Za-z0-9_/().:-]*)``")
+    for path in glob.glob(os.path.join(ROOT, "Sources/**/*.swift"), recursive=True):
+        for number, line in enumerate(open(path, encoding="utf-8"), 1):
+            if not line.lstrip().startswith("///"):
+                continue
+            for target in link.findall(line):
+                for part in target.split("/"):
+                    base = re.sub(r"\(.*$", "", part).split("-")[0]
+                    if base and base not in names:
+                        problems.append(f"{os.path.relpath(path, ROOT)}:{number}: ``{target}`` names no symbol ({base})")
+                        break
+    markdown = glob.glob(os.path.join(ROOT, "*.md")) + glob.glob(os.path.join(ROOT, "Sources/**/*.md"), recursive=True)
+    for path in markdown:
+        for number, line in enumerate(open(path, encoding="utf-8"), 1):
+            for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", line):
+                if re.match(r"[a-z]+:", target):
+                    continue  # a URL, not a file of the repository
+                here = os.path.dirname(path)
+                # A DocC catalog names its images by file name, with or without the extension.
+                resources = os.path.join(here, "Resources")
+                if os.path.isdir(resources) and any(
+                    name == target or os.path.splitext(name)[0] == target for name in os.listdir(resources)
+                ):
+                    continue
+                if not os.path.exists(os.path.join(here, target)):
+                    problems.append(f"{os.path.relpath(path, ROOT)}:{number}: the link {target} leads nowhere")
+    return problems
+
+
 def main():
     folders = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
     problems = [] if "--articles-only" in sys.argv else [
         f"undocumented public symbol: {m}" for m in undocumented_symbols(folders[0] if folders else ".build/docs/symbolgraph")
     ]
     problems += uncompiled_blocks()
+    problems += stale_symbol_links()
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:

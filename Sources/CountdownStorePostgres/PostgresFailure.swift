@@ -28,7 +28,7 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
     }
 
     /// Whether the connection failed rather than the statement: the server closed it or is
-    /// shutting down or starting up (``PostgresError/Code/connectionEnded``, class 08 connection
+    /// shutting down or starting up (postgres-nio's `PostgresError.Code.connectionEnded`, class 08 connection
     /// exceptions), the connection broke or was closing, or the pool could not open one. The
     /// store's own pool being shut down (the store closed) is not transient.
     var isTransient: Bool {

@@ -277,7 +277,7 @@ extension DatabaseError: StorageFailure {
 /// One transaction's view of the tables.
 ///
 /// Every statement is prepared once per connection and reused, and runs through
-/// ``Database/run(_:bind:row:)``: values bind and rows decode by position.
+/// `Database.run(_:bind:row:)` (`StatementAccess.swift`): values bind and rows decode by position.
 struct SQLiteTransaction: RepositoryWriting {
     let db: Database
     /// What this transaction has learnt once and need not ask again.
