@@ -25,9 +25,9 @@ public final class CountdownTicker: Service, Sendable {
     /// The longest sleep.
     static let capMs: Int64 = 1000
 
-    private let state = Locked(State())
+    let state = Locked(State())
 
-    private struct State {
+    struct State {
         var running = false
         var lease: CountdownStore.LeaseStatus?
         var subscriptions: [UInt64: TickSubscription] = [:]
@@ -170,7 +170,7 @@ public final class CountdownTicker: Service, Sendable {
 
     // MARK: - The loop
 
-    private func loop(upkeep: (any EngineUpkeep)?) async throws {
+    func loop(upkeep: (any EngineUpkeep)?) async throws {
         let clock = store.configuration.clock
         let logger = store.configuration.logger
         let heartbeatMs = max(1, store.configuration.heartbeatInterval.milliseconds)
@@ -281,188 +281,6 @@ public final class CountdownTicker: Service, Sendable {
     /// The size of the first batch of expiries after a quiet spell (at most the configured size).
     static let firstBatch = 16
 
-    // MARK: - Retention
-
-    /// While this ticker holds the lease, applies ``CountdownStore/Configuration/retention``
-    /// every ``CountdownStore/Retention/interval`` (the first pass soon after the lease is
-    /// taken), in batches; returns at once when the retention keeps everything.
-    private func retainWhileHolding() async throws {
-        let retention = store.configuration.retention
-        guard retention.prunes else { return }
-        let clock = store.configuration.clock
-        let intervalMs = max(1000, retention.interval.milliseconds)
-        var next = clock.bootMilliseconds + min(intervalMs, 5000)
-        while !Task.isCancelled {
-            try await clock.sleep(untilBootMilliseconds: next)
-            next = clock.bootMilliseconds + intervalMs
-            if isHolding { await retainOnce() }
-        }
-    }
-
-    /// Whether this ticker holds the lease as of its last heartbeat.
-    private var isHolding: Bool {
-        if case .held = leaseStatus { return true }
-        return false
-    }
-
-    /// One retention pass; a failure is logged, and the next pass tries again.
-    private func retainOnce() async {
-        let logger = store.configuration.logger
-        do {
-            let pruned = try await store.applyRetention()
-            if pruned.items + pruned.events + pruned.retiredKeys > 0 {
-                logger.debug(
-                    "retention pruned",
-                    metadata: [
-                        "items": "\(pruned.items)", "events": "\(pruned.events)",
-                        "retired_keys": "\(pruned.retiredKeys)",
-                    ])
-            }
-        } catch {
-            if !Task.isCancelled {
-                logger.warning("retention pass failed; trying again later", metadata: ["error": "\(error)"])
-            }
-        }
-    }
-
-    // MARK: - Gauges
-
-    /// While this ticker holds the lease and a metrics backend is set, refreshes the store's
-    /// gauges (items by state, each named consumer's lag) every
-    /// ``CountdownStore/MetricsOptions/gaugeInterval``, the first soon after the lease is taken.
-    private func gaugeWhileHolding() async throws {
-        guard store.metrics.enabled else { return }
-        let clock = store.configuration.clock
-        let intervalMs = max(100, store.configuration.metrics.gaugeInterval.milliseconds)
-        var next = clock.bootMilliseconds + min(intervalMs, 1000)
-        while !Task.isCancelled {
-            try await clock.sleep(untilBootMilliseconds: next)
-            next = clock.bootMilliseconds + intervalMs
-            guard isHolding else { continue }
-            do {
-                try await store.refreshGauges()
-            } catch {
-                if !Task.isCancelled {
-                    store.configuration.logger.warning(
-                        "could not read the metrics' gauges; trying again later", metadata: ["error": "\(error)"])
-                }
-            }
-        }
-    }
-
-    // MARK: - Display ticks
-
-    /// Remaining time of the items with `keys`, every `interval`, on aligned instants.
-    ///
-    /// All subscriptions with the same interval fire on the same instant (a whole multiple of
-    /// the interval on the store wall clock), so labels change in lockstep. Ticks are computed
-    /// in memory from items read once per change, not by a query per tick. Cancelling the
-    /// consuming task ends the subscription. Ticks flow while ``run()`` runs.
-    ///
-    /// - Throws: ``CountdownError`` for an invalid key or an interval outside 1 ms to 1 day.
-    public func ticks(keys: [String], every interval: Duration = .seconds(1)) throws(CountdownError) -> AsyncStream<
-        TickSnapshot
-    > {
-        var valid = Set<String>()
-        for key in keys { valid.insert(try Validate.key(key)) }
-        return try subscribe(.keys(valid), every: interval)
-    }
-
-    /// Remaining time of the running and paused items of `group` (of every group when `nil`),
-    /// every `interval`, on aligned instants. See ``ticks(keys:every:)``.
-    public func ticks(group: String?, every interval: Duration = .seconds(1)) throws(CountdownError) -> AsyncStream<
-        TickSnapshot
-    > {
-        try subscribe(.group(try Validate.group(group)), every: interval)
-    }
-
-    private func subscribe(_ selection: TickSelection, every interval: Duration) throws(CountdownError) -> AsyncStream<
-        TickSnapshot
-    > {
-        let intervalMs = interval.milliseconds
-        guard intervalMs >= 1, intervalMs <= 86_400_000 else {
-            throw CountdownError(.invalidArgument, "invalid tick interval \(interval): must be between 1ms and 1 day")
-        }
-        let (stream, continuation) = AsyncStream.makeStream(of: TickSnapshot.self, bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { state in
-            state.nextSubscription += 1
-            state.subscriptions[state.nextSubscription] = TickSubscription(
-                selection: selection, intervalMs: intervalMs, nextWall: nil, continuation: continuation)
-            state.tickItemsStale = true
-            return state.nextSubscription
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscriptions.removeValue(forKey: id) }
-        }
-        store.changes.bump()  // wake the loop to schedule the first tick
-        return stream
-    }
-
-    /// Sends every tick that is due; returns the boot instant of the next one.
-    ///
-    /// The items each subscription follows are picked out once per change; a tick only computes
-    /// their figures at one instant and orders them (by a sort of small keys, not of records).
-    private func emitTicks() async throws -> Int64? {
-        let (empty, stale, selections) = state.withLock { state in
-            (state.subscriptions.isEmpty, state.tickItemsStale, state.subscriptions.values.map(\.selection))
-        }
-        if empty { return nil }
-        if stale {
-            let items = try await store.tickItems(for: selections)
-            let byKey = Dictionary(items.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
-            let inKeyOrder = byKey.values.sorted { $0.key < $1.key }
-            state.withLock { state in
-                for (id, var subscription) in state.subscriptions {
-                    subscription.items = inKeyOrder.filter { subscription.selection.includes($0) }
-                    state.subscriptions[id] = subscription
-                }
-                state.tickItemsStale = false
-            }
-        }
-        guard let now = store.cachedTime() else { return nil }
-        let time = now.clocks
-        let boot = store.configuration.clock.bootMilliseconds
-        // Subscriptions due now, taken out of the lock so their figures are computed without it.
-        let due = state.withLock { state -> [(id: UInt64, subscription: TickSubscription)] in
-            var due: [(id: UInt64, subscription: TickSubscription)] = []
-            for (id, var subscription) in state.subscriptions {
-                let aligned = (time.wall / subscription.intervalMs + 1) * subscription.intervalMs
-                guard let next = subscription.nextWall else {
-                    subscription.nextWall = aligned
-                    state.subscriptions[id] = subscription
-                    continue
-                }
-                if time.wall >= next {
-                    subscription.nextWall = aligned
-                    state.subscriptions[id] = subscription
-                    due.append((id, subscription))
-                }
-            }
-            return due
-        }
-        for (_, subscription) in due {
-            var tickTime = time
-            tickTime.wall = time.wall - time.wall % subscription.intervalMs  // the aligned instant
-            subscription.continuation.yield(
-                TickSnapshot(time: tickTime, items: Self.figures(subscription.items, at: now)))
-        }
-        return state.withLock { state -> Int64? in
-            state.subscriptions.values.compactMap(\.nextWall).map { boot + $0 - time.wall }.min()
-        }
-    }
-
-    /// `items` (in key order) with their figures at `time`, soonest to expire first, stopwatches
-    /// last, ties in key order.
-    private static func figures(_ items: [ItemRecord], at time: Now) -> [Countdown] {
-        var order: [(sort: Int64, index: Int)] = []
-        order.reserveCapacity(items.count)
-        for (index, item) in items.enumerated() {
-            order.append((item.kind == .stopwatch ? .max : item.sortRemainingMs(at: time), index))
-        }
-        order.sort { ($0.sort, $0.index) < ($1.sort, $1.index) }
-        return order.map { items[$0.index].countdown(at: time) }
-    }
-
     // MARK: - Idle, for tests on virtual time
 
     /// Waits until the loop has handled everything due up to the current boot-clock instant and
@@ -484,7 +302,7 @@ public final class CountdownTicker: Service, Sendable {
         }
     }
 
-    private func markAsleep(until wake: Int64, version: UInt64) {
+    func markAsleep(until wake: Int64, version: UInt64) {
         let woken = state.withLock { state in
             state.asleep = (wake, version)
             defer { state.idleWaiters.removeAll() }
@@ -493,7 +311,7 @@ public final class CountdownTicker: Service, Sendable {
         woken.forEach { $0.resume(returning: false) }  // each waiter looks again
     }
 
-    private func markAwake() {
+    func markAwake() {
         state.withLock { $0.asleep = nil }
     }
 }
