@@ -183,7 +183,6 @@ extension PostgresTransaction {
         return horizon
     }
 
-
     /// Reads the last event ID numbered, then the floors of the writers under way, and gives the horizon.
     func computeEventHorizon() throws -> Int64 {
         // Two statements, in this order, sent together.

@@ -156,7 +156,6 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
         try EventRecord(row: PostgresRecordRow(row, payloadBytesColumn: 11))
     }
 
-
     /// Off inside ``withoutRowLocks(_:)``.
     var lockingRows = true
     /// The event horizon computed before this transaction's BEGIN (read transactions that read events).
