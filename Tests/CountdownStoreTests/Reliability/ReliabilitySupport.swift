@@ -169,19 +169,6 @@ final class HelperProcess: @unchecked Sendable {
         #endif
     }
 
-    /// Sends `signal` to the process's children (a wrapper such as `faketime` forks its command).
-    func killChildren(_ signal: Int32) {
-        let pid = process.processIdentifier
-        let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
-        for child in children.split(separator: " ").compactMap({ Int32($0) }) {
-            #if canImport(Glibc)
-            _ = Glibc.kill(child, signal)
-            #else
-            _ = Darwin.kill(child, signal)
-            #endif
-        }
-    }
-
     /// How the process ended, in words.
     var ending: String {
         if process.isRunning { return "still running" }
