@@ -51,7 +51,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
-        // The SQL both engines speak: the records' columns and row decoding, and the core's
+        // The SQL both engines speak: the records' columns, and the core's
         // lists of countdowns rendered as SQL (the core itself holds no SQL).
         .target(name: "CountdownStoreSQL", dependencies: ["CountdownStoreCore"]),
         // The SQLite engine, on GRDB: the embedded default.
