@@ -64,12 +64,7 @@ public final class CountdownStore: Sendable {
         self.instanceID =
             "\(Self.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
-        if configuration.clock.bootIdentity == nil,
-            Self.bootIdentityUnreadableSaid.withLock({ said in
-                defer { said = true }
-                return !said
-            })
-        {
+        if configuration.clock.bootIdentity == nil, !Self.bootIdentityUnreadableSaid.exchange(true) {
             configuration.logger.warning(
                 "the boot identity cannot be read here: a change of the system clock is taken for time that passed, forward as it happened and never backward, as across a reboot"
             )

@@ -16,3 +16,13 @@ package final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+extension Locked where Value == Bool {
+    /// Sets the flag to `new` and returns what it was, in one step.
+    package func exchange(_ new: Bool) -> Bool {
+        withLock { value in
+            defer { value = new }
+            return value
+        }
+    }
+}

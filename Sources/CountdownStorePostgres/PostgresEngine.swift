@@ -251,10 +251,7 @@ struct PostgresEngine: StorageEngine {
             } catch {
                 return
             }
-            delayMs =
-                listened.withLock({ flag in
-                    defer { flag = false }; return flag
-                }) ? 100 : min(1000, delayMs * 2)
+            delayMs = listened.exchange(false) ? 100 : min(1000, delayMs * 2)
         }
     }
 
