@@ -194,7 +194,7 @@ extension CountdownStore {
     }
 
     private static func start(
-        _ request: ValidRequest, whenActive: WhenActive, _ tx: any RepositoryWriting, _ time: Now, lastWrite: Bool
+        _ request: ValidRequest, whenActive: WhenActive, _ tx: WriteTransaction, _ time: Now, lastWrite: Bool
     ) throws -> Countdown {
         var item = newItem(request, time)
         let detail = item.durationMs.map { ["duration_ms": $0] }
@@ -202,7 +202,7 @@ extension CountdownStore {
         // a removed key's generations never repeat.
         let inserted = try tx.insertNew(&item, lastWrite: lastWrite) { inserted in startedEvent(inserted, time) }
         if inserted { return item.countdown(at: time) }
-        guard let existing = try settled(tx.item(key: request.key), tx, time) else {
+        guard let existing = try settled(tx.rows.item(key: request.key), tx, time) else {
             throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
         }
         if existing.state.isActive {
@@ -229,14 +229,14 @@ extension CountdownStore {
     /// `item` as a write must see it: a countdown that has come due but whose expiry is still to
     /// record (the writes before recorded a batch at most) has it recorded first, with its event,
     /// so that the change comes after it, as for every reader it already has.
-    static func settled(_ item: ItemRecord?, _ tx: any RepositoryWriting, _ time: Now) throws -> ItemRecord? {
+    static func settled(_ item: ItemRecord?, _ tx: WriteTransaction, _ time: Now) throws -> ItemRecord? {
         guard var item, item.isDue(at: time) else { return item }
         try expire(&item, tx, time)
         return item
     }
 
     /// Records the expiry of a countdown, with its expiry event.
-    static func expire(_ item: inout ItemRecord, _ tx: any RepositoryWriting, _ time: Now) throws {
+    static func expire(_ item: inout ItemRecord, _ tx: WriteTransaction, _ time: Now) throws {
         let event = expiry(&item, time)
         try tx.update(item)
         try tx.append(event)
@@ -257,11 +257,11 @@ extension CountdownStore {
     /// `change` refuses.
     private func change(
         _ key: String, _ operation: WriteOperation,
-        _ change: @escaping @Sendable (inout ItemRecord, any RepositoryWriting, Now) throws -> Void
+        _ change: @escaping @Sendable (inout ItemRecord, WriteTransaction, Now) throws -> Void
     ) async throws(CountdownError) -> Countdown {
         let key = try Validate.key(key)
         let outcome: Result<Countdown, CountdownError> = try await groupedWriting(operation) { tx, time in
-            guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
+            guard var item = try tx.rows.item(key: key) else { throw CountdownError.notFound(key) }
             guard item.isDue(at: time) else {
                 try change(&item, tx, time)
                 return .success(item.countdown(at: time))

@@ -97,10 +97,6 @@ extension PostgresTransaction {
             server: serverAtReading, calibrationOffset: checkpointRead?.calibrationOffset ?? 0, wall: wall)
     }
 
-    func item(key: String) throws -> ItemRecord? {
-        try run(selectItems + " WHERE key = $1" + forUpdate, [.text(key)]).rows.first.map(Self.item)
-    }
-
     /// The list in the core's predicates and order, numbered in PostgreSQL's placeholders.
     func items(_ wanted: ItemListing, limit: Int) throws -> [ItemRecord] {
         let listing = SQLItemListing(wanted)
@@ -140,7 +136,15 @@ extension PostgresTransaction {
             }
     }
 
-    func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
+    func events(_ listing: EventListing, limit: Int) throws -> [EventRecord] {
+        switch listing {
+        case .after(let id): try events(afterID: id, limit: limit)
+        case .recent(let kinds): try recentEvents(kinds: kinds, limit: limit)
+        case .recentOf(let key, let window): try recentEvents(key: key, window: window, limit: limit)
+        }
+    }
+
+    private func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
         try flushEvents()
         let horizon = try eventHorizon()
         guard horizon > afterID else { return [] }
@@ -208,7 +212,7 @@ extension PostgresTransaction {
             .decode(Int64.self)
     }
 
-    func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
+    private func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
         try flushEvents()
         guard let kinds else {
             return try run(selectEvents + " ORDER BY id DESC LIMIT $1", [.int(Int64(limit))]).rows.map(Self.event)
@@ -220,7 +224,7 @@ extension PostgresTransaction {
         ).rows.map(Self.event)
     }
 
-    func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
+    private func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
         try flushEvents()
         return try run(
             "SELECT \(EventRecord.selectedColumns), payload_bytes FROM (SELECT * FROM \(schemaPrefix)countdown_events ORDER BY id DESC LIMIT $1) AS recent"

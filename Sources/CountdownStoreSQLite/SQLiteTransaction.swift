@@ -66,10 +66,6 @@ struct SQLiteTransaction: RepositoryWriting {
         } ?? (nil, try lease(), SoonestDeadlines())
     }
 
-    func item(key: String) throws -> ItemRecord? {
-        try db.first(ItemRecord.select + " WHERE key = ?", bind: { $0.add(key) }, { try ItemRecord(row: $0) })
-    }
-
     /// The list in the core's predicates and order, through the index it names: the plan never
     /// depends on statistics (without them, SQLite may prefer sorting every paused item to
     /// walking the index that is already in order).
@@ -118,7 +114,15 @@ struct SQLiteTransaction: RepositoryWriting {
         }
     }
 
-    func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
+    func events(_ listing: EventListing, limit: Int) throws -> [EventRecord] {
+        switch listing {
+        case .after(let id): try events(afterID: id, limit: limit)
+        case .recent(let kinds): try recentEvents(kinds: kinds, limit: limit)
+        case .recentOf(let key, let window): try recentEvents(key: key, window: window, limit: limit)
+        }
+    }
+
+    private func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
         try db.all(
             EventRecord.select + " WHERE id > ? ORDER BY id LIMIT ?",
             bind: {
@@ -130,7 +134,7 @@ struct SQLiteTransaction: RepositoryWriting {
         try db.first("SELECT coalesce(max(id), 0) FROM countdown_events") { try $0.int(0) } ?? 0
     }
 
-    func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
+    private func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
         guard let kinds else {
             return try db.all(
                 EventRecord.select + " ORDER BY id DESC LIMIT ?", bind: { $0.add(limit) }, { try EventRecord(row: $0) })
@@ -144,7 +148,7 @@ struct SQLiteTransaction: RepositoryWriting {
             }, { try EventRecord(row: $0) })
     }
 
-    func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
+    private func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
         try db.all(
             "SELECT \(EventRecord.columns) FROM (SELECT * FROM countdown_events ORDER BY id DESC LIMIT ?) AS recent"
                 + " WHERE key = ? ORDER BY id DESC LIMIT ?",

@@ -19,7 +19,7 @@ extension CountdownStore {
             throw CountdownError(.invalidArgument, "invalid window \(window): must be between 1 and 100000")
         }
         return try await reading { tx, _ in
-            try tx.recentEvents(key: key, window: window, limit: limit).map(CountdownEvent.init)
+            try tx.events(.recentOf(key: key, window: window), limit: limit).map(CountdownEvent.init)
         }
     }
 }

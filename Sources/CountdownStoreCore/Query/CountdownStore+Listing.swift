@@ -71,6 +71,6 @@ extension CountdownStore {
     {
         let limit = try Validate.limit(limit)
         let names = kinds?.map(\.rawValue)
-        return try await reading { tx, _ in try tx.recentEvents(kinds: names, limit: limit).map(CountdownEvent.init) }
+        return try await reading { tx, _ in try tx.events(.recent(kinds: names), limit: limit).map(CountdownEvent.init) }
     }
 }

@@ -26,7 +26,7 @@ extension CountdownStore {
     ///     which deliver what the holder's ticker records rather than doing its work.
     func writing<T: Sendable>(
         _ operation: WriteOperation, notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
-        leavingExpiriesToHolder: Bool = false, _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
+        leavingExpiriesToHolder: Bool = false, _ body: @escaping @Sendable (WriteTransaction, Now) throws -> T
     ) async throws(CountdownError) -> T {
         try await writing(
             operation, notifies: notifies, movesCheckpoint: movesCheckpoint, expiryLimit: expiryLimit,
@@ -48,7 +48,7 @@ extension CountdownStore {
     func writing<T: Sendable>(
         _ operation: WriteOperation, notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
         leavingExpiriesToHolder: Bool = false, bodyMayRefuse: Bool = true,
-        _ body: @escaping @Sendable (any RepositoryWriting, Now, [ItemRecord]) throws -> T
+        _ body: @escaping @Sendable (WriteTransaction, Now, [ItemRecord]) throws -> T
     ) async throws(CountdownError) -> T {
         let limit = max(1, expiryLimit ?? configuration.writeExpiryBatch)
         let metered = metrics.enabled
@@ -60,20 +60,19 @@ extension CountdownStore {
                     return try await using.run {
                         try await engine.write { engineTransaction in
                             // With a metrics backend, the events this attempt appends are noted.
-                            let meter = metered ? MeteredTransaction(engineTransaction) : nil
-                            let tx: any RepositoryWriting = meter ?? engineTransaction
+                            let tx = WriteTransaction(engineTransaction, metered: metered)
                             let (now, expired) = try self.advanceClocks(
                                 tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit,
                                 leavingToHolder: leavingExpiriesToHolder)
                             guard !expired.isEmpty, bodyMayRefuse else {
                                 let result = try body(tx, now, expired)
-                                return (.success(result), !expired.isEmpty, meter?.tally)
+                                return (.success(result), !expired.isEmpty, tx.tally)
                             }
                             do {
                                 let result = try tx.savepoint { try body(tx, now, expired) }
-                                return (.success(result), true, meter?.tally)
+                                return (.success(result), true, tx.tally)
                             } catch let refusal as CountdownError {
-                                return (.failure(refusal), true, meter?.tally)
+                                return (.failure(refusal), true, tx.tally)
                             }
                         }
                     }

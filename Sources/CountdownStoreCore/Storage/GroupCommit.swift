@@ -16,7 +16,7 @@ final class GroupedWrite: @unchecked Sendable {
     let operation: WriteOperation
     let notifies: Bool
     /// The write's own work, in the group's transaction.
-    let body: @Sendable (any RepositoryWriting, Now) throws -> any Sendable
+    let body: @Sendable (WriteTransaction, Now) throws -> any Sendable
     /// When the caller asked: its duration counts from here (the wait included).
     let asked = ContinuousClock.now
     /// For the start of a key, how a group may insert it with the group's other new keys.
@@ -26,7 +26,7 @@ final class GroupedWrite: @unchecked Sendable {
 
     init(
         _ operation: WriteOperation, notifies: Bool, start: GroupedStart?,
-        _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> any Sendable
+        _ body: @escaping @Sendable (WriteTransaction, Now) throws -> any Sendable
     ) {
         self.operation = operation
         self.notifies = notifies
@@ -183,7 +183,7 @@ extension CountdownStore {
     /// of its own, so that each caller gets its own outcome.
     func groupedWriting<T: Sendable>(
         _ operation: WriteOperation, notifies: Bool = true, start: GroupedStart? = nil,
-        _ body: @escaping @Sendable (any RepositoryWriting, Now) throws -> T
+        _ body: @escaping @Sendable (WriteTransaction, Now) throws -> T
     ) async throws(CountdownError) -> T {
         let write = GroupedWrite(operation, notifies: notifies, start: start) { tx, now in try body(tx, now) }
         switch await groups.join(write) {
@@ -268,8 +268,8 @@ extension CountdownStore {
                     do {
                         return try await using.run {
                             try await engine.write { engineTransaction in
-                                let meter = metered ? MeteredTransaction(engineTransaction) : nil
-                                let tx: any RepositoryWriting = meter ?? engineTransaction
+                                // With a metrics backend, the events this attempt appends are noted.
+                                let tx = WriteTransaction(engineTransaction, metered: metered)
                                 let (now, expired) = try self.advanceClocks(
                                     tx, movingCheckpoint: false, expiryLimit: limit, leavingToHolder: false)
                                 var results = [Result<any Sendable, CountdownError>?](
@@ -302,7 +302,7 @@ extension CountdownStore {
                                         results[index] = .failure(refusal)
                                     }
                                 }
-                                return (results, !expired.isEmpty, meter?.tally)
+                                return (results, !expired.isEmpty, tx.tally)
                             }
                         }
                     } catch is CheckpointBehindBacklog {

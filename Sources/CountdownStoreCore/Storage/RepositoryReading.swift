@@ -27,24 +27,19 @@ package protocol RepositoryReading {
     func lease() throws -> Lease
     /// The checkpoint, the lease and the soonest deadlines, in one query: what every transaction reads first.
     func clocks() throws -> (Checkpoint?, Lease, SoonestDeadlines)
-    func item(key: String) throws -> ItemRecord?
     /// At most `limit` rows of `listing`, in its order (the lists themselves are in ``ItemListing``).
     func items(_ listing: ItemListing, limit: Int) throws -> [ItemRecord]
     /// Running countdowns of one policy whose deadline is at most `deadline`, counted per group.
     func dueCounts(policy: CountdownPolicy, dueBy deadline: Int64) throws -> [(group: String?, count: Int)]
     func counts() throws -> [CountRow]
-    func events(afterID: Int64, limit: Int) throws -> [EventRecord]
+    /// At most `limit` events of `listing`, in its order.
+    func events(_ listing: EventListing, limit: Int) throws -> [EventRecord]
     func lastEventID() throws -> Int64
     /// The last generation of `key` before it was removed, if it ever was.
     func retiredGeneration(key: String) throws -> Int64?
-    /// The most recent events, newest first.
-    func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord]
-    /// The events of `key` among the `window` most recent events of the store, newest first, at
-    /// most `limit`: a bounded read however many events the store holds.
-    func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord]
     /// Named consumers with their cursors and the instant each last moved.
     func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)]
-    /// The items with these keys, whatever their state.
+    /// The items with these keys, whatever their state (in no particular order).
     func items(keys: [String]) throws -> [ItemRecord]
     /// The consumer's cursor; in a write transaction, its row stays locked until the end, so
     /// that readers of one consumer take their claims one after another.
@@ -65,7 +60,28 @@ package protocol RepositoryReading {
     func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T
 }
 
+/// Which events a read wants, in which order.
+package enum EventListing: Sendable, Hashable {
+    /// The events after `id`, oldest first: a reader's next events.
+    case after(id: Int64)
+    /// The most recent events of these kinds (of every kind when `nil`), newest first.
+    case recent(kinds: [String]?)
+    /// The events of `key` among the `window` most recent events of the store, newest first: a
+    /// bounded read however many events the store holds.
+    case recentOf(key: String, window: Int)
+}
+
 extension RepositoryReading {
+    /// The item with this key, whatever its state.
+    package func item(key: String) throws -> ItemRecord? {
+        try items(keys: [key]).first
+    }
+
+    /// At most `limit` events after `id`, oldest first.
+    package func events(afterID id: Int64, limit: Int) throws -> [EventRecord] {
+        try events(.after(id: id), limit: limit)
+    }
+
     package func clockReading(_ local: ClockReading) throws -> ClockReading { local }
     package func databaseClockSkew(wall: Int64) -> Int64? { nil }
     package func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T { try body() }

@@ -27,12 +27,12 @@ extension CountdownStore {
     /// on its own timeline came due earliest), each with its expiry event; returns
     /// them, and the soonest deadline on each timeline of those left due (`nil`: none left).
     static func expireDue(
-        _ tx: any RepositoryWriting, _ now: Now, on timelines: SoonestDeadlines, limit: Int
+        _ tx: WriteTransaction, _ now: Now, on timelines: SoonestDeadlines, limit: Int
     ) throws -> ([ItemRecord], SoonestDeadlines?) {
         var due: [ItemRecord] = []
         // Only the timelines whose soonest deadline has been reached.
         for policy in CountdownPolicy.allCases where timelines[policy] != nil {
-            due += try tx.dueForExpiry(policy: policy, dueBy: now.timeline(policy), limit: limit + 1)
+            due += try tx.rows.dueForExpiry(policy: policy, dueBy: now.timeline(policy), limit: limit + 1)
         }
         due.sort { ($0.sortRemainingMs(at: now), $0.key) < ($1.sortRemainingMs(at: now), $1.key) }
         var left: SoonestDeadlines?

@@ -72,20 +72,20 @@ extension CountdownStore {
     /// (``StorageEngine/writersRunSideBySide``), it moves only when `forced` or when the clock
     /// was edited and no other instance holds a live lease.
     func advanceClocks(
-        _ tx: any RepositoryWriting, movingCheckpoint forced: Bool, expiryLimit: Int, leavingToHolder: Bool = false
+        _ tx: WriteTransaction, movingCheckpoint forced: Bool, expiryLimit: Int, leavingToHolder: Bool = false
     ) throws -> (Now, [ItemRecord]) {
         let sideBySide = engine.writersRunSideBySide
-        if forced && sideBySide { try tx.lockClocks() }
+        if forced && sideBySide { try tx.rows.lockClocks() }
         // One reading for both: the new checkpoint's boot instant must be the one its clocks
         // were extrapolated to, or every transaction that straddles a millisecond would count
         // that millisecond twice.
-        var (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
+        var (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx.rows)
         var moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
         if moves && sideBySide && !forced {
             // Found the clock edited: read the clocks again under the row's lock, which another
             // writer moving the checkpoint may have held meanwhile.
-            try tx.lockClocks()
-            (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
+            try tx.rows.lockClocks()
+            (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx.rows)
             moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
         }
         let time = raiseFloor(extrapolation.time)
@@ -138,13 +138,13 @@ extension CountdownStore {
                 ])
         }
         if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew - movedAhead }
-        if let measured = tx.databaseClockSkew(wall: next.heartbeatAt) {
+        if let measured = tx.rows.databaseClockSkew(wall: next.heartbeatAt) {
             // Hosts sharing the database read its clock less this skew: every checkpoint records
             // it as measured now, so that their W stays the holder's (whose boot clock counts)
             // to within the measurement's precision, whatever either clock drifted.
             next.clockSkew = measured
         }
-        try tx.save(next, creating: false)
+        try tx.rows.save(next, creating: false)
         remember(next, leaseExpiry: lease.expiresAtMs)
         return (now, expired)
     }
