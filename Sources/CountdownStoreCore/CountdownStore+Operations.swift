@@ -58,12 +58,16 @@ public struct PruneResult: Sendable, Hashable {
 }
 
 /// A request whose input has passed validation.
-private struct ValidRequest: Sendable {
+struct ValidRequest: Sendable {
     var key: String
     var durationMs: Int64?
     var group: String?
     var policy: CountdownPolicy
     var payload: CountdownPayload?
+    /// The rule a cooldown or a debounce starts its countdown under.
+    var rule: CountdownRule? = nil
+    /// A debounce's maximum wait.
+    var maxWaitMs: Int64? = nil
 
     init(_ request: CountdownRequest) throws(CountdownError) {
         key = try Validate.key(request.key)
@@ -174,16 +178,26 @@ extension CountdownStore {
 
     /// The item `request` starts at `time`, before it is inserted (generation 1, no id yet).
     private static func newItem(_ request: ValidRequest, _ time: Now) -> ItemRecord {
-        ItemRecord(
+        var item = ItemRecord(
             key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,
             policy: request.policy, durationMs: request.durationMs, payload: request.payload, generation: 1, at: time)
+        item.rule = request.rule
+        item.maxWaitMs = request.maxWaitMs
+        return item
+    }
+
+    /// What a start's event says besides its kind: the duration, and a debounce's maximum wait.
+    private static func startDetail(_ item: ItemRecord) -> [String: Int64]? {
+        guard let duration = item.durationMs else { return nil }
+        guard let maxWait = item.maxWaitMs else { return ["duration_ms": duration] }
+        return ["duration_ms": duration, "max_wait_ms": maxWait]
     }
 
     /// The event of a new key's start, once inserted.
     private static func startedEvent(_ inserted: ItemRecord, _ time: Now) -> EventRecord {
         EventRecord(
             inserted.kind == .stopwatch ? .stopwatchStarted : .started, item: inserted, at: time,
-            detail: inserted.durationMs.map { ["duration_ms": $0] })
+            detail: startDetail(inserted))
     }
 
     /// How a group commit inserts `request` with the group's other new keys.
@@ -196,16 +210,10 @@ extension CountdownStore {
     private static func start(
         _ request: ValidRequest, whenActive: WhenActive, _ tx: WriteTransaction, _ time: Now, lastWrite: Bool
     ) throws -> Countdown {
-        var item = newItem(request, time)
-        let detail = item.durationMs.map { ["duration_ms": $0] }
-        // A new key (the common case) is one statement with its event where the engine can;
-        // a removed key's generations never repeat.
-        let inserted = try tx.insertNew(&item, lastWrite: lastWrite) { inserted in startedEvent(inserted, time) }
-        if inserted { return item.countdown(at: time) }
-        guard let existing = try settled(tx.rows.item(key: request.key), tx, time) else {
-            throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
-        }
-        if existing.state.isActive {
+        switch try startOrFind(request, tx, time, lastWrite: lastWrite) {
+        case .started(let item):
+            return item.countdown(at: time)
+        case .active(let existing):
             switch whenActive {
             case .refuse:
                 throw CountdownError(
@@ -215,15 +223,48 @@ extension CountdownStore {
             case .keep:
                 return existing.countdown(at: time)
             case .replace:
-                break
+                return try replace(existing, with: request, tx, time).countdown(at: time)
             }
         }
+    }
+
+    /// What ``startOrFind(_:_:_:lastWrite:)`` did.
+    enum StartOrFind {
+        /// The key was new, or its item had ended: `request` started, in the item's next generation.
+        case started(ItemRecord)
+        /// The key's item is active (running or paused): nothing was written.
+        case active(ItemRecord)
+    }
+
+    /// Starts `request` unless its key's item is active, which it returns as it is. A new key
+    /// (the common case) is one statement with its event where the engine can; a removed key's
+    /// generations never repeat; an ended item is replaced in its next generation.
+    static func startOrFind(_ request: ValidRequest, _ tx: WriteTransaction, _ time: Now, lastWrite: Bool) throws
+        -> StartOrFind
+    {
+        var item = newItem(request, time)
+        let inserted = try tx.insertNew(&item, lastWrite: lastWrite) { inserted in startedEvent(inserted, time) }
+        if inserted { return .started(item) }
+        guard let existing = try settled(tx.rows.item(key: request.key), tx, time) else {
+            throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
+        }
+        if existing.state.isActive { return .active(existing) }
+        return .started(try replace(existing, with: request, tx, time))
+    }
+
+    /// Writes `request` over `existing`, in its next generation, with a `replaced` event.
+    private static func replace(_ existing: ItemRecord, with request: ValidRequest, _ tx: WriteTransaction, _ time: Now)
+        throws -> ItemRecord
+    {
+        var item = newItem(request, time)
         item.id = existing.id
         item.generation = existing.generation + 1
         try tx.update(item)
         try tx.append(
-            EventRecord(item.kind == .stopwatch ? .stopwatchStarted : .replaced, item: item, at: time, detail: detail))
-        return item.countdown(at: time)
+            EventRecord(
+                item.kind == .stopwatch ? .stopwatchStarted : .replaced, item: item, at: time,
+                detail: startDetail(item)))
+        return item
     }
 
     /// `item` as a write must see it: a countdown that has come due but whose expiry is still to
@@ -377,6 +418,12 @@ extension CountdownStore {
                 throw CountdownError(
                     .invalidDuration,
                     "cannot extend \(quoted(item.key)) by \(amount): its duration would exceed 100 years")
+            }
+            if let maxWait = item.maxWaitMs, duration > maxWait {
+                throw CountdownError(
+                    .invalidDuration,
+                    "cannot extend \(quoted(item.key)) by \(amount): a debounced countdown never runs past its "
+                        + "maximum wait (\(DurationText.format(milliseconds: maxWait)))")
             }
             item.changeDuration(by: amountMs, at: time)
             try tx.update(item)

@@ -76,7 +76,8 @@ struct PostgresStatements: Sendable {
             UPDATE \(schemaPrefix)countdowns SET key = $2, group_name = $3, kind = $4, policy = $5, state = $6,
                 duration_ms = $7, generation = $8, start_offset_ms = $9, gap_at_start_ms = $10, started_at_ms = $11,
                 paused_ms = $12, paused_at_ms = $13, deadline_ms = $14, final_elapsed_ms = $15, ended_at_ms = $16,
-                expired_at_ms = $17, payload = $18, payload_bytes = $19, updated_at_ms = $20
+                expired_at_ms = $17, payload = $18, payload_bytes = $19, updated_at_ms = $20, rule = $21,
+                max_wait_ms = $22
             WHERE id = $1
             """
         oneEvent = Self.insertEvents(prefix: schemaPrefix, count: 1, notifying: false)
@@ -90,9 +91,9 @@ struct PostgresStatements: Sendable {
             "SELECT * FROM \(schemaPrefix)countdown_insert_with_event(\(arguments.joined(separator: ", ")))"
     }
 
-    /// ``insertNew`` and, if it inserted, the item's event under its writer's lock (class $20),
-    /// and a NOTIFY on channel $21 of $22 when $21 is not null; the event's values follow
-    /// (without its generation: the item's). A function of the schema (migration 0003).
+    /// ``insertNew`` and, if it inserted, the item's event under its writer's lock (class $22),
+    /// and a NOTIFY on channel $23 of $24 when $23 is not null; the event's values follow
+    /// (without its generation: the item's). A function of the schema (migrations 0003, 0006).
     let insertNewWithEvent: String
 
     /// The insert of `count` events under this writer's lock (class $1), with a NOTIFY ($2, $3) when

@@ -115,11 +115,12 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     static let insertColumns = """
         key, group_name, kind, policy, state, duration_ms, generation, start_offset_ms, gap_at_start_ms, \
         started_at_ms, paused_ms, paused_at_ms, deadline_ms, final_elapsed_ms, ended_at_ms, expired_at_ms, \
-        payload, payload_bytes, updated_at_ms
+        payload, payload_bytes, updated_at_ms, rule, max_wait_ms
         """
     /// The types of the columns an insert writes, in order.
     static let insertTypes =
-        ["text", "text", "text", "text", "text"] + Array(repeating: "bigint", count: 11) + ["text", "bytea", "bigint"]
+        ["text", "text", "text", "text", "text"] + Array(repeating: "bigint", count: 11)
+        + ["text", "bytea", "bigint", "text", "bigint"]
 
     /// The core's columns (``ItemRecord/selectedColumns``), then the bytes of a binary payload.
     var selectItems: String {
@@ -127,7 +128,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     }
 
     static func item(_ row: PostgresRow) throws -> ItemRecord {
-        try ItemRecord(row: PostgresRecordRow(row, payloadBytesColumn: 19))
+        try ItemRecord(row: PostgresRecordRow(row, payloadBytesColumn: 21))
     }
 
     static func payloadValues(_ payload: CountdownPayload?) -> [Value] {
@@ -144,7 +145,7 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
             .text(item.state.rawValue), .int(item.durationMs), .int(item.generation), .int(item.startOffsetMs),
             .int(item.gapAtStartMs), .int(item.startedAtMs), .int(item.pausedMs), .int(item.pausedAtMs),
             .int(item.deadlineMs), .int(item.finalElapsedMs), .int(item.endedAtMs), .int(item.expiredAtMs),
-        ] + payloadValues(item.payload) + [.int(item.updatedAtMs)]
+        ] + payloadValues(item.payload) + [.int(item.updatedAtMs), .text(item.rule?.rawValue), .int(item.maxWaitMs)]
     }
 
     /// The core's columns (``EventRecord/selectedColumns``), then the bytes of a binary payload.

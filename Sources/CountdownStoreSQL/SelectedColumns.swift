@@ -8,7 +8,7 @@ extension ItemRecord {
     package static let selectedColumns = """
         id, key, group_name, kind, policy, state, duration_ms, generation, start_offset_ms, gap_at_start_ms, \
         started_at_ms, paused_ms, paused_at_ms, deadline_ms, final_elapsed_ms, ended_at_ms, expired_at_ms, \
-        payload, updated_at_ms
+        payload, updated_at_ms, rule, max_wait_ms
         """
 }
 

@@ -16,7 +16,7 @@ extension ItemRecord {
     /// Inserts a new key, binding ``bind(_:)``'s values; does nothing when the key exists.
     static let insertNewSQL = """
         INSERT INTO countdowns (\(columns))
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (key) DO NOTHING
         """
 
@@ -24,7 +24,7 @@ extension ItemRecord {
         UPDATE countdowns SET id = ?1, key = ?2, group_name = ?3, kind = ?4, policy = ?5, state = ?6,
             duration_ms = ?7, generation = ?8, start_offset_ms = ?9, gap_at_start_ms = ?10, started_at_ms = ?11,
             paused_ms = ?12, paused_at_ms = ?13, deadline_ms = ?14, final_elapsed_ms = ?15, ended_at_ms = ?16,
-            expired_at_ms = ?17, payload = ?18, updated_at_ms = ?19
+            expired_at_ms = ?17, payload = ?18, updated_at_ms = ?19, rule = ?20, max_wait_ms = ?21
         WHERE id = ?1
         """
 
@@ -49,6 +49,8 @@ extension ItemRecord {
         values.add(expiredAtMs)
         values.add(payload)
         values.add(updatedAtMs)
+        values.add(rule?.rawValue)
+        values.add(maxWaitMs)
     }
 }
 

@@ -29,6 +29,9 @@ public struct CountdownEvent: Sendable, Hashable, Identifiable {
         public static let extended = Kind(rawValue: "extended")
         /// A countdown's duration shrank, in a new generation.
         public static let shortened = Kind(rawValue: "shortened")
+        /// A debounced countdown's deadline moved later, in the same generation: a call of its
+        /// burst (detail: its new `duration_ms` and `by_ms`).
+        public static let postponed = Kind(rawValue: "postponed")
         /// A countdown reached zero: carries deadline, firing instant, lateness and payload.
         public static let expired = Kind(rawValue: "expired")
         /// An item was removed.

@@ -34,6 +34,7 @@ final class StoreMetrics: Sendable {
         EventKind.restarted.rawValue: "countdown_items_restarted_total",
         EventKind.extended.rawValue: "countdown_items_extended_total",
         EventKind.shortened.rawValue: "countdown_items_shortened_total",
+        EventKind.postponed.rawValue: "countdown_items_postponed_total",
         EventKind.removed.rawValue: "countdown_items_removed_total",
     ]
 

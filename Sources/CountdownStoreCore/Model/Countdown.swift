@@ -8,6 +8,17 @@ public enum CountdownKind: String, Sendable, Hashable, Codable, CaseIterable {
     case stopwatch
 }
 
+/// The rule a countdown was started under, on top of counting down: how calls on its key while
+/// it is active behave.
+public enum CountdownRule: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Started by ``CountdownStore/cooldown(_:duration:group:policy:payload:)``: while it runs,
+    /// the key's next cooldown is refused with the time left.
+    case cooldown
+    /// Started by ``CountdownStore/debounce(_:quiet:maxWait:group:policy:payload:)``: each call
+    /// while it is active moves its deadline later, never past its maximum wait.
+    case debounce
+}
+
 /// Which time an item counts.
 public enum CountdownPolicy: String, Sendable, Hashable, Codable, CaseIterable {
     /// Keeps counting while the host is suspended or not running (payment deadlines, cooldowns).
@@ -86,6 +97,16 @@ public struct Countdown: Sendable, Hashable, Identifiable {
     public var payload: CountdownPayload?
     /// The store clocks at the instant these figures were computed.
     public var computedAt: StoreTime
+    /// The rule the countdown was started under (a cooldown or a debounce); `nil` for a plain
+    /// countdown or a stopwatch.
+    public var rule: CountdownRule? = nil
+    /// A debounced countdown's maximum wait: its duration never grows past it, so it expires at
+    /// most this long after the first call of its burst (on its own timeline, paused time apart).
+    public var maxWait: Duration? = nil
+    /// When a running debounced countdown reaches its maximum wait (``maxWait`` after it started,
+    /// moved later by any pause): its deadline never passes this instant. `nil` otherwise, and
+    /// for an `active` countdown while no ticker runs.
+    public var boundAt: Date? = nil
 
     /// The key.
     public var id: String { key }

@@ -3,7 +3,7 @@ import Foundation
 /// What an event records.
 package enum EventKind: String, Sendable {
     case started, stopwatchStarted = "stopwatch_started", replaced
-    case paused, resumed, cancelled, restarted, extended, shortened, expired, removed
+    case paused, resumed, cancelled, restarted, extended, shortened, postponed, expired, removed
     case hostSuspended = "host_suspended", hostResumed = "host_resumed"
     case calibrated, clockEdited = "clock_edited", pruned, consumerStale = "consumer_stale"
 }

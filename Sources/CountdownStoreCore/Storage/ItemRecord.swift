@@ -21,13 +21,18 @@ package struct ItemRecord: Sendable, Hashable {
     package var expiredAtMs: Int64?
     package var payload: CountdownPayload?
     package var updatedAtMs: Int64
+    /// The rule the countdown was started under, if any.
+    package var rule: CountdownRule?
+    /// A debounced countdown's maximum wait: the longest its duration grows.
+    package var maxWaitMs: Int64?
 
     /// A row with every column given.
     package init(
         id: Int64?, key: String, group: String?, kind: CountdownKind, policy: CountdownPolicy, state: CountdownState,
         durationMs: Int64?, generation: Int64, startOffsetMs: Int64, gapAtStartMs: Int64, startedAtMs: Int64,
         pausedMs: Int64, pausedAtMs: Int64?, deadlineMs: Int64?, finalElapsedMs: Int64?, endedAtMs: Int64?,
-        expiredAtMs: Int64?, payload: CountdownPayload?, updatedAtMs: Int64
+        expiredAtMs: Int64?, payload: CountdownPayload?, updatedAtMs: Int64, rule: CountdownRule? = nil,
+        maxWaitMs: Int64? = nil
     ) {
         self.id = id
         self.key = key
@@ -48,5 +53,7 @@ package struct ItemRecord: Sendable, Hashable {
         self.expiredAtMs = expiredAtMs
         self.payload = payload
         self.updatedAtMs = updatedAtMs
+        self.rule = rule
+        self.maxWaitMs = maxWaitMs
     }
 }

@@ -60,7 +60,9 @@ extension ItemRecord {
             gapAtStartMs: try row.int(9), startedAtMs: try row.int(10), pausedMs: try row.int(11),
             pausedAtMs: try row.optionalInt(12), deadlineMs: try row.optionalInt(13),
             finalElapsedMs: try row.optionalInt(14), endedAtMs: try row.optionalInt(15),
-            expiredAtMs: try row.optionalInt(16), payload: try row.payload(17), updatedAtMs: try row.int(18))
+            expiredAtMs: try row.optionalInt(16), payload: try row.payload(17), updatedAtMs: try row.int(18),
+            rule: try row.isNull(19) ? nil : row.value(19, as: CountdownRule.self, named: "rule", in: "countdowns"),
+            maxWaitMs: try row.optionalInt(20))
     }
 }
 

@@ -93,7 +93,21 @@ extension ItemRecord {
             startedAt: Date(millisecondsSince1970: startedAtMs),
             deadlineAt: deadlineAt.map(Date.init(millisecondsSince1970:)),
             expiredAt: (dueAt ?? expiredAtMs).map(Date.init(millisecondsSince1970:)),
-            generation: generation, payload: payload, computedAt: now.clocks)
+            generation: generation, payload: payload, computedAt: now.clocks, rule: rule,
+            maxWait: maxWaitMs.map(Duration.init(ms:)),
+            boundAt: dueAt == nil && state == .running ? boundAtMs(at: now).map(Date.init(millisecondsSince1970:)) : nil)
+    }
+
+    /// Where a debounced countdown's bound lies on its own timeline: its maximum wait after its
+    /// start, moved later by its pauses; its deadline never passes it.
+    var boundOnTimeline: Int64? {
+        maxWaitMs.map { startOnTimeline + pausedMs + $0 }
+    }
+
+    /// The instant on the store wall clock at which a running debounced countdown reaches its
+    /// bound (`nil` for an `active` one while no ticker runs, and for any other item).
+    func boundAtMs(at now: Now) -> Int64? {
+        boundOnTimeline.flatMap { now.wall(when: policy, reaches: $0) }
     }
 
     // MARK: - Changes
@@ -136,13 +150,23 @@ extension ItemRecord {
         updatedAtMs = time.wall
     }
 
-    /// Starts the item again from zero with the same duration, in a new generation.
+    /// Starts the item again from zero with the same duration and rule, in a new generation.
     mutating func restart(at time: some ClockInstant) {
-        self = ItemRecord(
+        var restarted = ItemRecord(
             key: key, group: group, kind: kind, policy: policy, durationMs: durationMs,
             payload: payload, generation: generation + 1, at: time
         )
-        .with(id: id)
+        restarted.rule = rule
+        restarted.maxWaitMs = maxWaitMs
+        self = restarted.with(id: id)
+    }
+
+    /// Sets an active countdown's duration to `newDurationMs` in the same generation, moving its
+    /// deadline with it: a debounced countdown postponed by a call of its burst.
+    mutating func postpone(toDurationMs newDurationMs: Int64, at time: some ClockInstant) {
+        durationMs = newDurationMs
+        if deadlineMs != nil { deadlineMs = startOnTimeline + pausedMs + newDurationMs }
+        updatedAtMs = time.wall
     }
 
     /// Changes the duration of an active countdown by `deltaMs`, in a new generation.
