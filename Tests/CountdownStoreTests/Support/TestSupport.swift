@@ -95,6 +95,24 @@ func expectError<T>(
     }
 }
 
+/// Runs `refused` against a store holding one item and checks it threw `code` and changed nothing.
+func expectRefused(
+    _ code: CountdownError.Code, naming fragment: String? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ refused: @escaping (CountdownStore) async throws -> Void
+) async throws {
+    let fixture = try Fixture()
+    let store = try await fixture.openTicking()
+    try await store.start("existing", duration: .minutes(5), payload: .text("p"))
+    let before = try await snapshot(store)
+    fixture.clock.advance(by: .milliseconds(250))
+    let error = await expectError(code, sourceLocation: sourceLocation) { try await refused(store) }
+    if let fragment, let error {
+        #expect(error.message.contains(fragment), "\(error.message) names \(fragment)", sourceLocation: sourceLocation)
+    }
+    #expect(try await snapshot(store) == before, "nothing was written", sourceLocation: sourceLocation)
+}
+
 /// Every row of every countdown table, for proving that refused input changed nothing.
 func snapshot(_ store: CountdownStore) async throws -> [String] {
     if let engine = store.engine as? PostgresEngine, let schema = engine.schema {

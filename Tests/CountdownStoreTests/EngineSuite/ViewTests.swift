@@ -4,7 +4,6 @@ import PostgresNIO
 import Testing
 
 @testable import CountdownStoreCore
-@testable import CountdownStoreSQLite
 @testable import CountdownStorePostgres
 
 /// The views compute their figures at query time from the system clock (on PostgreSQL, the
@@ -49,7 +48,7 @@ struct ViewTests {
     }
 
     /// Whether `text` is an ISO-8601 UTC instant with milliseconds, like `2026-11-21T08:33:16.123Z`.
-    private static func isISO(_ text: String?) -> Bool {
+    static func isISO(_ text: String?) -> Bool {
         guard let text else { return false }
         return text.wholeMatch(of: #/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/#) != nil
     }
@@ -167,31 +166,5 @@ struct ViewTests {
         #expect(row.state == "expired" && row.remainingMs == 0 && row.elapsedMs == 1000)
         #expect(row.expiredAt == StoreTime.iso8601(try #require(expired.expiredAt)))
         #expect(try await rows(store, "active_countdowns").isEmpty)
-    }
-
-    @Test(
-        "sqlite3 at the command line shows the items with ISO-8601 instants and remaining time",
-        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/sqlite3")))
-    func sqlite3CommandLineReadsTheViews() async throws {
-        let folder = try TemporaryFolder()
-        let before = Date()
-        let store = try CountdownStore(path: folder.path())
-        try await store.start("order-1042", duration: .minutes(15), group: "payments")
-        try await store.close()
-
-        let ran = try HelperProcess.run(
-            URL(fileURLWithPath: "/usr/bin/sqlite3"),
-            [folder.path(), "SELECT key, group_name, state, remaining_ms, deadline_at FROM active_countdowns"])
-        // Remaining time goes down by the real time that passed meanwhile, however slow the
-        // machine (plus a few ms for the whole milliseconds each clock reading is rounded to).
-        let passedMs = Int64(Date().timeIntervalSince(before) * 1000) + 5
-        let text = ran.stdout
-        let fields = text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|").map(String.init)
-        #expect(ran.status == 0)
-        #expect(fields.count == 5, "\(text)")
-        #expect(fields.prefix(3) == ["order-1042", "payments", "running"])
-        let remaining = try #require(Int64(fields[3]))
-        #expect(remaining <= 900_000 && remaining >= 900_000 - passedMs, "\(remaining) ms left after \(passedMs) ms")
-        #expect(Self.isISO(fields[4]), "\(fields[4])")
     }
 }

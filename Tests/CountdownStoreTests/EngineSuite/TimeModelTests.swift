@@ -2,9 +2,8 @@ import Foundation
 import Testing
 
 @testable import CountdownStoreCore
-@testable import CountdownStoreSQLite
 
-/// The required behaviours of SPEC section 3, at the store level on virtual time.
+/// The required behaviours of SPEC section 3, at the store level on virtual time, on every engine.
 @Suite("Time model")
 struct TimeModelTests {
     // MARK: T1
@@ -371,90 +370,5 @@ struct TimeModelTests {
         let event = try #require(try await events(reopened, key: "b", kind: "expired").first)
         #expect(event.lateMs == 60_000)
         #expect(event.firedAtMs! - event.deadlineAtMs! == 60_000)
-    }
-
-    @Test(
-        "Regression: a host that counted time as gap before the holder's checkpoint counted it active expires nothing early",
-        arguments: [TestEngine.postgres])
-    func readingBeforeTheHoldersCheckpointShiftsNothing(engine: TestEngine) async throws {
-        // Two hosts whose clocks read 7 ms apart (as two hosts' readings of one server do). The
-        // other host read the clocks while nobody held the lease, counting those 7 ms as gap;
-        // the holder then took the lease with a checkpoint 7 ms earlier that counts them active.
-        // The other host's next readings used to keep its gap and add the active time: A + G ran
-        // 7 ms ahead of W there, and it recorded a countdown's expiry 7 ms before its deadline.
-        // PostgreSQL alone: on SQLite every process reads one boot clock.
-        let fixture = try Fixture(engine: engine)
-        let ahead = VirtualClock(
-            start: Date(millisecondsSince1970: fixture.clock.systemMilliseconds + 7),
-            uptime: .milliseconds(fixture.clock.bootMilliseconds + 7))
-        let holder = try await fixture.open()
-        let other = try await fixture.open(clock: ahead)
-        let before = try await other.now()
-        #expect(before.active == 0 && before.gap == 7, "nobody ticks: the 7 ms are gap")
-
-        try await holder.heartbeat()
-        let started = try await holder.start("k", duration: .milliseconds(100))
-        for step in 1...150 {
-            fixture.clock.advance(by: .milliseconds(1))
-            ahead.advance(by: .milliseconds(1))
-            if step % 50 == 0 { try await holder.heartbeat() }
-            let now = try await other.now()
-            #expect(now.wall - now.active - now.gap == before.wall - 7, "W − (A + G) stays the checkpoint's at \(now)")
-            if let seen = try await other.countdown("k"), seen.state == .expired {
-                #expect(
-                    seen.expiredAt?.millisecondsSince1970 == started.startedAt.millisecondsSince1970 + 100,
-                    "expired when it reached zero, at step \(step), now \(now)")
-            }
-        }
-        try await other.start("another", duration: .seconds(1))  // records the expiry of k
-        let event = try #require(try await events(other, key: "k", kind: "expired").first)
-        #expect(event.deadlineAtMs == started.startedAt.millisecondsSince1970 + 100)
-        try await other.close()
-        try await holder.close()
-    }
-
-    // MARK: Readings
-
-    @Test("Regression: a transaction that straddles a millisecond counts it once, on every clock")
-    func straddlingTransactionsCountEachMillisecondOnce() async throws {
-        // A clock on which every reading of the boot clock finds a millisecond gone by: each
-        // transaction straddles one. The store used to extrapolate with one reading and anchor
-        // the new checkpoint at another, so W, A and G gained a millisecond per transaction.
-        let clock = SteppingClock()
-        let folder = try TemporaryFolder()
-        let store = try CountdownStore(path: folder.path(), configuration: .init(clock: clock))
-        try await store.heartbeat()
-        let start = try await store.now()
-        let bootAtStart = clock.peekBoot
-        for _ in 0..<200 { try await store.heartbeat() }
-        let end = try await store.now()
-        let passed = clock.peekBoot - bootAtStart
-        #expect(end.wall - start.wall <= passed, "W moved \(end.wall - start.wall) ms in \(passed) ms")
-        #expect(end.active + end.gap - start.active - start.gap <= passed, "A + G moved more than \(passed) ms")
-        #expect(end.wall - start.wall >= passed - 2, "W kept up with the boot clock")
-    }
-}
-
-/// A clock that moves one millisecond every time its boot clock is read.
-final class SteppingClock: StoreClock, @unchecked Sendable {
-    // Safe: `boot` and `system` are read and written under `lock`.
-    private let lock = NSLock()
-    private var boot: Int64 = 1_000_000
-    private var system: Int64 = 1_795_000_000_000
-
-    var systemMilliseconds: Int64 { lock.withLock { system } }
-    var bootMilliseconds: Int64 {
-        lock.withLock {
-            boot += 1
-            system += 1
-            return boot
-        }
-    }
-    var bootIdentity: String? { "stepping-boot" }
-    /// The boot clock without moving it.
-    var peekBoot: Int64 { lock.withLock { boot } }
-
-    func sleep(untilBootMilliseconds deadline: Int64) async throws {
-        while bootMilliseconds < deadline { try Task.checkCancellation() }
     }
 }

@@ -1,12 +1,10 @@
 import Foundation
-import GRDB
 import Testing
 
 @testable import CountdownStoreCore
-@testable import CountdownStoreSQLite
 
-/// Retention is on by default, prunes in batches, never deletes what a live named consumer has
-/// not read, and leaves nothing behind for a key that is gone.
+/// Retention on every engine: a running ticker prunes by itself, in batches, never deletes what
+/// a live named consumer has not read, and leaves nothing behind for a key that is gone.
 @Suite("Retention")
 struct RetentionTests {
     /// A fixture with `retention`.
@@ -24,15 +22,6 @@ struct RetentionTests {
             counts["countdown_events"] = try tx.events(afterID: 0, limit: Int(Int32.max)).count
             return counts
         }
-    }
-
-    @Test("The defaults: ended countdowns and events kept 7 days, a consumer holds events back for 30 days")
-    func defaults() {
-        let retention = CountdownStore.Configuration().retention
-        #expect(retention.endedItems == .seconds(7 * 86_400) && retention.events == .seconds(7 * 86_400))
-        #expect(retention.staleConsumer == .seconds(30 * 86_400) && retention.batchSize == 1000)
-        #expect(retention.interval <= .seconds(60) && retention.prunes)
-        #expect(!CountdownStore.Retention.keepEverything.prunes)
     }
 
     @Test("A running ticker prunes by itself: ended countdowns and passed events older than the period", arguments: TestEngine.all)
@@ -116,15 +105,5 @@ struct RetentionTests {
         #expect(Array(items.prefix(3)) == [100, 200, 250], "\(items)")
         #expect(try await store.list(.all, limit: 10).isEmpty)
         try await store.close()
-    }
-
-    @Test("countdown run refuses a bad retention period, naming it, and writes nothing")
-    func toolRefusesBadRetention() throws {
-        let folder = try TemporaryFolder()
-        for (option, value) in [("--retain-ended", "soon"), ("--retain-events", "12 parsecs")] {
-            let result = try HelperProcess.run(countdownBinary, ["--db", folder.path(), "run", option, value])
-            #expect(result.status == 64, "\(option) \(value): \(result.stderr)")
-            #expect(result.stderr.contains(value) && result.stderr.contains(option), "\(result.stderr)")
-        }
     }
 }
