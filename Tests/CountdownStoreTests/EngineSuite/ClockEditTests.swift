@@ -85,4 +85,30 @@ struct ClockEditTests {
         #expect(edits.count == 5, "6 s of drift, recorded at each second beyond the tolerance: \(edits.count)")
         try await running.stop()
     }
+
+    @Test(
+        "T1: a clock stepped back while no host counted never places now before what a write stored",
+        arguments: TestEngine.all)
+    func clockSteppedBackWhileNobodyCounted(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        var store = try await fixture.openTicking()
+        try await store.close()
+        // A host that holds no lease writes well after the last checkpoint (on a server engine
+        // such a write leaves the checkpoint where it is), then closes.
+        fixture.clock.advance(by: .seconds(30))
+        store = try await fixture.open()
+        let started = try await store.start("wall", duration: .minutes(2))
+        try await store.close()
+        // The clock is stepped back an hour, and a host opens a second later.
+        fixture.clock.moveSystemClock(by: .seconds(-3600))
+        fixture.clock.advance(by: .seconds(1))
+        store = try await fixture.open()
+        let seen = try #require(try await store.countdown("wall"))
+        #expect(seen.remaining! <= .minutes(2), "remaining never grows")
+        #expect(try await store.now().wall >= started.startedAt.millisecondsSince1970, "W never before the write")
+        fixture.clock.advance(by: .seconds(10))
+        let later = try #require(try await store.countdown("wall"))
+        #expect(later.remaining! < seen.remaining!, "time counts from where the write left it: \(later.remaining!)")
+        try await store.close()
+    }
 }
