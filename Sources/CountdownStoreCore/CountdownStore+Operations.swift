@@ -125,7 +125,8 @@ extension CountdownStore {
             guard remaining >= Validate.minimumDurationMs, remaining <= Validate.maximumDurationMs else {
                 throw CountdownError(
                     .invalidDuration,
-                    "invalid deadline \(deadline.described): it is \(DurationText.format(milliseconds: remaining)) from now; must be between 1ms and 100 years ahead"
+                    "invalid deadline \(deadline.described): it is \(DurationText.format(milliseconds: remaining)) "
+                        + "from now; must be between 1ms and 100 years ahead"
                 )
             }
             var countdown = request
@@ -210,7 +211,8 @@ extension CountdownStore {
             case .refuse:
                 throw CountdownError(
                     .alreadyActive,
-                    "countdown \(quoted(request.key)) is already \(existing.state.rawValue); start it with whenActive: .replace to start it again"
+                    "countdown \(quoted(request.key)) is already \(existing.state.rawValue); "
+                        + "start it with whenActive: .replace to start it again"
                 )
             case .keep:
                 return existing.countdown(at: time)
