@@ -9,8 +9,12 @@
    lines and the block's leading `import` lines aside: a compiled file imports at its top). A
    block whose first line is `// Package.swift` is an excerpt of a host's package manifest,
    which no target of ours can compile, and is skipped.
+3. Every ``symbol`` link of the doc comments names a declared symbol, and every relative link
+   of the Markdown files leads to a file.
+4. No line of Sources/**/*.swift is longer than the line length of .swift-format (120): the
+   formatter leaves a string literal or a comment as long as it is written.
 
-Usage: check_docs.py [SYMBOL-GRAPH-FOLDER]; `--articles-only` runs the second check alone (no
+Usage: check_docs.py [SYMBOL-GRAPH-FOLDER]; `--articles-only` runs all but the first check (no
 symbol graph needed).
 """
 import glob
@@ -136,6 +140,17 @@ def stale_symbol_links():
     return problems
 
 
+def long_source_lines():
+    """Lines of `Sources/**/*.swift` longer than the line length of .swift-format."""
+    limit = json.load(open(os.path.join(ROOT, ".swift-format")))["lineLength"]
+    problems = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "Sources/**/*.swift"), recursive=True)):
+        for number, line in enumerate(open(path, encoding="utf-8").read().splitlines(), 1):
+            if len(line) > limit:
+                problems.append(f"{os.path.relpath(path, ROOT)}:{number}: {len(line)} characters (over {limit})")
+    return problems
+
+
 def main():
     folders = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
     problems = [] if "--articles-only" in sys.argv else [
@@ -143,6 +158,7 @@ def main():
     ]
     problems += uncompiled_blocks()
     problems += stale_symbol_links()
+    problems += long_source_lines()
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:

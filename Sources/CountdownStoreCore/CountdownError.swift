@@ -141,13 +141,18 @@ extension CountdownError {
             let behind = DurationText.format(milliseconds: -differenceMs)
             return CountdownError(
                 .calibrationNeedsForce,
-                "refused server time \(server): it is \(behind) behind the store clock (\(wall)), which never goes back; calibrated to it, the store clock would advance at half speed for \(DurationText.format(milliseconds: -2 * differenceMs)) until the server time caught up; calibrate with force to accept that"
+                "refused server time \(server): it is \(behind) behind the store clock (\(wall)), "
+                    + "which never goes back; calibrated to it, the store clock would advance at half speed for "
+                    + "\(DurationText.format(milliseconds: -2 * differenceMs)) until the server time caught up; "
+                    + "calibrate with force to accept that"
             )
         }
         let ahead = DurationText.format(milliseconds: differenceMs)
         return CountdownError(
             .calibrationNeedsForce,
-            "refused server time \(server): it is \(ahead) ahead of the store clock (\(wall)), more than a day; the store clock never goes back, so undoing it would leave the store clock at half speed for \(DurationText.format(milliseconds: 2 * differenceMs)); calibrate with force to accept it"
+            "refused server time \(server): it is \(ahead) ahead of the store clock (\(wall)), more than a day; "
+                + "the store clock never goes back, so undoing it would leave the store clock at half speed for "
+                + "\(DurationText.format(milliseconds: 2 * differenceMs)); calibrate with force to accept it"
         )
     }
 

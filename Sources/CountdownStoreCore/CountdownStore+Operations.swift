@@ -129,7 +129,8 @@ extension CountdownStore {
             guard remaining >= Validate.minimumDurationMs, remaining <= Validate.maximumDurationMs else {
                 throw CountdownError(
                     .invalidDuration,
-                    "invalid deadline \(deadline.described): it is \(DurationText.format(milliseconds: remaining)) from now; must be between 1ms and 100 years ahead"
+                    "invalid deadline \(deadline.described): it is \(DurationText.format(milliseconds: remaining)) "
+                        + "from now; must be between 1ms and 100 years ahead"
                 )
             }
             var countdown = request
@@ -218,7 +219,8 @@ extension CountdownStore {
             case .refuse:
                 throw CountdownError(
                     .alreadyActive,
-                    "countdown \(quoted(request.key)) is already \(existing.state.rawValue); start it with whenActive: .replace to start it again"
+                    "countdown \(quoted(request.key)) is already \(existing.state.rawValue); "
+                        + "start it with whenActive: .replace to start it again"
                 )
             case .keep:
                 return existing.countdown(at: time)

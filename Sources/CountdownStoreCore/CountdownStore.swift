@@ -66,7 +66,10 @@ public final class CountdownStore: Sendable {
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
         if configuration.clock.bootIdentity == nil, !Self.bootIdentityUnreadableSaid.exchange(true) {
             configuration.logger.warning(
-                "the boot identity cannot be read here: a change of the system clock is taken for time that passed, forward as it happened and never backward, as across a reboot"
+                """
+                the boot identity cannot be read here: a change of the system clock is taken for time that passed, \
+                forward as it happened and never backward, as across a reboot
+                """
             )
         }
     }

@@ -10,7 +10,8 @@ extension CountdownStore {
     ///
     /// ```swift
     /// let store = try await CountdownStore(
-    ///     postgresURL: "postgres://app@db1:5432,db2:5432/orders?target_session_attrs=read-write&sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem")
+    ///     postgresURL: "postgres://app@db1:5432,db2:5432/orders?target_session_attrs=read-write"
+    ///         + "&sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem")
     /// ```
     ///
     /// The string is read as libpq reads it, in URL form (`postgres://USER:PASSWORD@HOST:PORT/DB?…`)

@@ -59,7 +59,8 @@ extension PostgresConnectionString {
             } catch {
                 throw CountdownError(
                     .invalidArgument,
-                    "sslcert \(quoted(sslCert)) and sslkey \(quoted(sslKey)) are not a PEM certificate and key: \(error)"
+                    "sslcert \(quoted(sslCert)) and sslkey \(quoted(sslKey)) "
+                        + "are not a PEM certificate and key: \(error)"
                 )
             }
         }

@@ -188,7 +188,8 @@ package struct PostgresConnectionString: Sendable {
 
         guard let mode = SSLMode(rawValue: value("sslmode", "PGSSLMODE") ?? "prefer") else {
             throw invalid(
-                "unknown sslmode \(quoted(value("sslmode", "PGSSLMODE") ?? "")) (known: \(SSLMode.allCases.map(\.rawValue).joined(separator: ", ")))"
+                "unknown sslmode \(quoted(value("sslmode", "PGSSLMODE") ?? "")) (known: "
+                    + "\(SSLMode.allCases.map(\.rawValue).joined(separator: ", ")))"
             )
         }
         // libpq's defaults: the files of ~/.postgresql, when they exist.
@@ -233,12 +234,14 @@ package struct PostgresConnectionString: Sendable {
         switch attributes {
         case "read-only", "standby", "prefer-standby":
             throw invalid(
-                "target_session_attrs \(quoted(attributes)) would take a server that refuses writes, and the store writes (use any, read-write or primary)"
+                "target_session_attrs \(quoted(attributes)) would take a server that refuses writes, "
+                    + "and the store writes (use any, read-write or primary)"
             )
         default:
             guard let taken = TargetSessionAttributes(rawValue: attributes) else {
                 throw invalid(
-                    "unknown target_session_attrs \(quoted(attributes)) (known: \(TargetSessionAttributes.allCases.map(\.rawValue).joined(separator: ", ")))"
+                    "unknown target_session_attrs \(quoted(attributes)) (known: "
+                        + "\(TargetSessionAttributes.allCases.map(\.rawValue).joined(separator: ", ")))"
                 )
             }
             targetSessionAttributes = taken

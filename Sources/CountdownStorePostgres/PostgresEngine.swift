@@ -274,10 +274,12 @@ struct PostgresEngine: StorageEngine {
             let before = clock.systemMilliseconds
             let row = try tx.run(
                 """
-                SELECT current_setting('server_version'), (SELECT term FROM \(tx.engine.prefix)countdown_lease WHERE id = 1),
+                SELECT current_setting('server_version'),
+                    (SELECT term FROM \(tx.engine.prefix)countdown_lease WHERE id = 1),
                     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, current_schema(), pg_is_in_recovery(),
                     host(inet_server_addr()), inet_server_port(),
-                    (SELECT CASE WHEN ssl THEN version || ' ' || cipher END FROM pg_stat_ssl WHERE pid = pg_backend_pid())
+                    (SELECT CASE WHEN ssl THEN version || ' ' || cipher END FROM pg_stat_ssl
+                        WHERE pid = pg_backend_pid())
                 """
             ).rows.first?.makeRandomAccess()
             let after = clock.systemMilliseconds
@@ -301,7 +303,8 @@ struct PostgresEngine: StorageEngine {
                 EngineDetail(
                     name: "host clock",
                     value:
-                        "\(offset >= 0 ? "+" : "")\(offset) ms from the database's (±\(max(1, (after - before) / 2)) ms); the store counts by the database's"
+                        "\(offset >= 0 ? "+" : "")\(offset) ms from the database's "
+                        + "(±\(max(1, (after - before) / 2)) ms); the store counts by the database's"
                 ),
             ]
         }

@@ -73,7 +73,8 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
             let message = (error as? PSQLError)?.serverInfo?[.message] ?? "read-only"
             return CountdownError(
                 .ioFailure,
-                "the database server\(where_) refuses writes (a standby, or a primary being demoted): \(message) (SQLSTATE 25006)",
+                "the database server\(where_) refuses writes (a standby, or a primary being demoted): "
+                    + "\(message) (SQLSTATE 25006)",
                 underlying: self)
         }
         if isTransient, error is ConnectionLost || error is PSQLError {

@@ -45,7 +45,8 @@ enum PostgresMigrator {
             for statement in statements(of: migration.sql) { try tx.execute(statement) }
             try tx.execute("RESET search_path")
             try tx.run(
-                "INSERT INTO \(engine.prefix)\(tableName) (name, applied_at_ms) VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
+                "INSERT INTO \(engine.prefix)\(tableName) (name, applied_at_ms) "
+                    + "VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
                 [.text(migration.name)])
             if migration.name == last { break }
         }

@@ -46,7 +46,8 @@ struct PostgresStatements: Sendable {
         }
         let selected = names.enumerated().map { index, name in
             index == 6
-                ? "greatest(v.\(name), coalesce((SELECT r.generation + 1 FROM \(prefix)countdown_retired_keys AS r WHERE r.key = v.c1), 0))"
+                ? "greatest(v.\(name), coalesce((SELECT r.generation + 1 FROM \(prefix)countdown_retired_keys AS r "
+                    + "WHERE r.key = v.c1), 0))"
                 : "v.\(name)"
         }
         return """
@@ -65,7 +66,8 @@ struct PostgresStatements: Sendable {
         clocks = "SELECT * FROM \(schemaPrefix)countdown_clocks()"
         let marks = insertTypes.indices.map { index in
             index == 6
-                ? "greatest($7::bigint, coalesce((SELECT generation + 1 FROM \(schemaPrefix)countdown_retired_keys WHERE key = $1::text), 0))"
+                ? "greatest($7::bigint, coalesce((SELECT generation + 1 FROM \(schemaPrefix)countdown_retired_keys "
+                    + "WHERE key = $1::text), 0))"
                 : "$\(index + 1)::\(insertTypes[index])"
         }
         insertNew = """

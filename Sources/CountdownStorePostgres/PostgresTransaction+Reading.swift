@@ -8,7 +8,8 @@ import PostgresNIO
 extension PostgresTransaction {
     func holdsItemsOrEvents() throws -> Bool {
         try run(
-            "SELECT EXISTS (SELECT 1 FROM \(schemaPrefix)countdowns) OR EXISTS (SELECT 1 FROM \(schemaPrefix)countdown_events)"
+            "SELECT EXISTS (SELECT 1 FROM \(schemaPrefix)countdowns) "
+                + "OR EXISTS (SELECT 1 FROM \(schemaPrefix)countdown_events)"
         )
         .rows.first?.decode(Bool.self) ?? false
     }
@@ -121,7 +122,8 @@ extension PostgresTransaction {
         try run(
             """
             SELECT group_name, count(*) FROM \(schemaPrefix)countdowns
-            WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = $1 AND deadline_ms <= $2 GROUP BY group_name
+            WHERE state = 'running' AND deadline_ms IS NOT NULL AND policy = $1 AND deadline_ms <= $2
+            GROUP BY group_name
             """, [.text(policy.rawValue), .int(deadline)]
         ).rows.map { row in
             let r = row.makeRandomAccess()
@@ -230,7 +232,8 @@ extension PostgresTransaction {
     private func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
         try flushEvents()
         return try run(
-            "SELECT \(EventRecord.selectedColumns), payload_bytes FROM (SELECT * FROM \(schemaPrefix)countdown_events ORDER BY id DESC LIMIT $1) AS recent"
+            "SELECT \(EventRecord.selectedColumns), payload_bytes "
+                + "FROM (SELECT * FROM \(schemaPrefix)countdown_events ORDER BY id DESC LIMIT $1) AS recent"
                 + " WHERE key = $2 ORDER BY id DESC LIMIT $3",
             [.int(Int64(window)), .text(key), .int(Int64(limit))]
         ).rows.map(Self.event)

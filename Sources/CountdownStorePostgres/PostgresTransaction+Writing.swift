@@ -43,14 +43,15 @@ extension PostgresTransaction {
         let sql =
             creating
             ? """
-            INSERT INTO \(schemaPrefix)countdown_clock (created_at_ms, active_ms, gap_ms, heartbeat_at_ms, heartbeat_boot_ms, boot_id,
-                wall_floor_ms, suspended, calibration_offset_ms, calibrated_at_ms, clock_skew_ms, id)
+            INSERT INTO \(schemaPrefix)countdown_clock (created_at_ms, active_ms, gap_ms, heartbeat_at_ms,
+                heartbeat_boot_ms, boot_id, wall_floor_ms, suspended, calibration_offset_ms, calibrated_at_ms,
+                clock_skew_ms, id)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1) ON CONFLICT (id) DO NOTHING
             """
             : """
-            UPDATE \(schemaPrefix)countdown_clock SET created_at_ms = $1, active_ms = $2, gap_ms = $3, heartbeat_at_ms = $4,
-                heartbeat_boot_ms = $5, boot_id = $6, wall_floor_ms = $7, suspended = $8, calibration_offset_ms = $9,
-                calibrated_at_ms = $10, clock_skew_ms = $11
+            UPDATE \(schemaPrefix)countdown_clock SET created_at_ms = $1, active_ms = $2, gap_ms = $3,
+                heartbeat_at_ms = $4, heartbeat_boot_ms = $5, boot_id = $6, wall_floor_ms = $7, suspended = $8,
+                calibration_offset_ms = $9, calibrated_at_ms = $10, clock_skew_ms = $11
             WHERE id = 1
             """
         try run(sql, values)
@@ -161,7 +162,8 @@ extension PostgresTransaction {
                     .int(item.updatedAtMs),
                 ]
                 rows.append(
-                    "($\(first + 1)::bigint, $\(first + 2)::bigint, $\(first + 3)::bigint, $\(first + 4)::bigint, $\(first + 5)::bigint)"
+                    "($\(first + 1)::bigint, $\(first + 2)::bigint, $\(first + 3)::bigint, $\(first + 4)::bigint, "
+                        + "$\(first + 5)::bigint)"
                 )
             }
             try run(
@@ -169,7 +171,8 @@ extension PostgresTransaction {
                 UPDATE \(schemaPrefix)countdowns AS c SET state = 'expired', paused_at_ms = NULL, deadline_ms = NULL,
                     final_elapsed_ms = v.final_elapsed_ms, ended_at_ms = v.ended_at_ms, expired_at_ms = v.expired_at_ms,
                     updated_at_ms = v.updated_at_ms
-                FROM (VALUES \(rows.joined(separator: ", "))) AS v(id, final_elapsed_ms, ended_at_ms, expired_at_ms, updated_at_ms)
+                FROM (VALUES \(rows.joined(separator: ", ")))
+                    AS v(id, final_elapsed_ms, ended_at_ms, expired_at_ms, updated_at_ms)
                 WHERE c.id = v.id
                 """, values)
         }
@@ -181,7 +184,8 @@ extension PostgresTransaction {
         try run(
             """
             INSERT INTO \(schemaPrefix)countdown_retired_keys (key, generation, removed_at_ms) VALUES ($1, $2, $3)
-            ON CONFLICT (key) DO UPDATE SET generation = greatest(countdown_retired_keys.generation, $2), removed_at_ms = $3
+            ON CONFLICT (key) DO UPDATE SET generation = greatest(countdown_retired_keys.generation, $2),
+                removed_at_ms = $3
             """, [.text(item.key), .int(item.generation), .int(item.updatedAtMs)])
     }
 
@@ -255,7 +259,8 @@ extension PostgresTransaction {
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
         // Hosts of a fleet open one consumer side by side: the first creates it, the others keep it.
         try run(
-            "INSERT INTO \(schemaPrefix)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO \(schemaPrefix)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3) "
+                + "ON CONFLICT (name) DO NOTHING",
             [.text(name), .int(cursor), .int(wallMs)])
     }
 
@@ -263,7 +268,8 @@ extension PostgresTransaction {
         try run(
             """
             INSERT INTO \(schemaPrefix)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3)
-            ON CONFLICT (name) DO UPDATE SET last_event_id = greatest(countdown_consumers.last_event_id, $2), updated_at_ms = $3
+            ON CONFLICT (name) DO UPDATE SET last_event_id = greatest(countdown_consumers.last_event_id, $2),
+                updated_at_ms = $3
             """, [.text(name), .int(id), .int(wallMs)])
     }
 
@@ -305,12 +311,14 @@ extension PostgresTransaction {
             """
             WITH doomed AS (
                 DELETE FROM \(schemaPrefix)countdowns WHERE id IN (
-                    SELECT id FROM \(schemaPrefix)countdowns WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1
+                    SELECT id FROM \(schemaPrefix)countdowns
+                    WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1
                     ORDER BY ended_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED)
                 RETURNING key, generation)
             INSERT INTO \(schemaPrefix)countdown_retired_keys (key, generation, removed_at_ms)
             SELECT key, generation, $2 FROM doomed
-            ON CONFLICT (key) DO UPDATE SET generation = greatest(countdown_retired_keys.generation, excluded.generation),
+            ON CONFLICT (key) DO UPDATE SET
+                generation = greatest(countdown_retired_keys.generation, excluded.generation),
                 removed_at_ms = excluded.removed_at_ms
             """, [.int(cutoffMs), .int(nowMs), .int(Int64(limit))]
         ).changed
@@ -335,7 +343,8 @@ extension PostgresTransaction {
             """
             DELETE FROM \(schemaPrefix)countdown_retired_keys WHERE key IN (
                 SELECT key FROM \(schemaPrefix)countdown_retired_keys
-                WHERE removed_at_ms < least($1, coalesce((SELECT at_ms FROM \(schemaPrefix)countdown_events ORDER BY id LIMIT 1), $1))
+                WHERE removed_at_ms < least(
+                    $1, coalesce((SELECT at_ms FROM \(schemaPrefix)countdown_events ORDER BY id LIMIT 1), $1))
                 ORDER BY removed_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)
             """, [.int(cutoffMs), .int(Int64(limit))]
         ).changed

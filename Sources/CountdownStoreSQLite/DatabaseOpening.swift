@@ -149,7 +149,9 @@ enum DatabaseOpening {
         guard header[18] == header[19], [1, 2].contains(header[18]) else {
             throw CountdownError(
                 .unreadableDatabase,
-                "the database file at \(place) is damaged: its header gives file format versions \(header[18]) and \(header[19]) (both 1 or both 2 expected); it was left untouched"
+                "the database file at \(place) is damaged: "
+                    + "its header gives file format versions \(header[18]) and \(header[19]) "
+                    + "(both 1 or both 2 expected); it was left untouched"
             )
         }
         func uint32(_ offset: Int) -> Int {
@@ -185,14 +187,16 @@ enum DatabaseOpening {
                 if !tables.isEmpty, !tables.contains(SQLiteMigrator.tableName) {
                     throw CountdownError(
                         .foreignDatabase,
-                        "the file at \(place) is an SQLite database of something else (tables \(tables.prefix(5).map { quoted($0) }.joined(separator: ", "))); it was left untouched"
+                        "the file at \(place) is an SQLite database of something else (tables "
+                            + "\(tables.prefix(5).map { quoted($0) }.joined(separator: ", "))); it was left untouched"
                     )
                 }
                 try SQLiteMigrator().checkNotNewer(db)
                 if shorterThanHeader, try String.fetchAll(db, sql: "PRAGMA quick_check") != ["ok"] {
                     throw CountdownError(
                         .unreadableDatabase,
-                        "the database file at \(place) is truncated: \(size) bytes where its header says \(pages * pageSize); it was left untouched"
+                        "the database file at \(place) is truncated: "
+                            + "\(size) bytes where its header says \(pages * pageSize); it was left untouched"
                     )
                 }
             }

@@ -38,7 +38,8 @@ struct SQLiteMigrator: Sendable {
                     try checkNotNewer(db)
                     try db.execute(
                         sql:
-                            "CREATE TABLE IF NOT EXISTS \(Self.tableName) (name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)"
+                            "CREATE TABLE IF NOT EXISTS \(Self.tableName) "
+                            + "(name TEXT PRIMARY KEY, applied_at_ms INTEGER NOT NULL)"
                     )
                     let done =
                         try Bool.fetchOne(

@@ -315,7 +315,8 @@ struct SQLiteTransaction: RepositoryWriting {
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
         try db.run(
-            "INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING"
+            "INSERT INTO countdown_consumers (name, last_event_id, updated_at_ms) VALUES (?, ?, ?) "
+                + "ON CONFLICT (name) DO NOTHING"
         ) { values in
             values.add(name)
             values.add(cursor)
@@ -379,7 +380,8 @@ struct SQLiteTransaction: RepositoryWriting {
             sql: """
                 INSERT INTO countdown_retired_keys (key, generation, removed_at_ms)
                 SELECT key, generation, ? FROM countdowns WHERE id IN (\(list))
-                ON CONFLICT (key) DO UPDATE SET generation = max(generation, excluded.generation), removed_at_ms = excluded.removed_at_ms
+                ON CONFLICT (key) DO UPDATE SET generation = max(generation, excluded.generation),
+                    removed_at_ms = excluded.removed_at_ms
                 """, arguments: [nowMs])
         memo.anyRetiredKeys = true
         try db.execute(sql: "DELETE FROM countdowns WHERE id IN (\(list))")

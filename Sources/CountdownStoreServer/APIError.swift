@@ -40,7 +40,8 @@ struct APIError: Error, Sendable {
 
     static let tokenTooShort = APIError(
         .unauthorized, code: "tokenTooShort",
-        "this server's token is too short to be a secret (under \(CountdownDashboard.minimumTokenLength) characters): it accepts no changes until it is given a longer one"
+        "this server's token is too short to be a secret (under \(CountdownDashboard.minimumTokenLength) characters): "
+            + "it accepts no changes until it is given a longer one"
     )
 
     static let readOnly = APIError(

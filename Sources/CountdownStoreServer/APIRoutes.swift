@@ -17,7 +17,8 @@ struct APIRoutes<Context: RequestContext>: Sendable {
     static var securityHeaders: HTTPFields {
         var headers = HTTPFields()
         headers[.contentSecurityPolicy] =
-            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+            + "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
         headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
@@ -209,7 +210,8 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         let stateText = query.get("state") ?? "active"
         guard let filter = StateFilter(rawValue: stateText) else {
             throw APIError.invalid(
-                "invalid state \(quoted(stateText)): must be one of \(StateFilter.allCases.map(\.rawValue).joined(separator: ", "))"
+                "invalid state \(quoted(stateText)): must be one of "
+                    + "\(StateFilter.allCases.map(\.rawValue).joined(separator: ", "))"
             )
         }
         let group = query.get("group").flatMap { $0.isEmpty ? nil : $0 }

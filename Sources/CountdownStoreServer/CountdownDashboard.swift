@@ -111,6 +111,7 @@ extension CountdownDashboard.WriteAccess: CustomStringConvertible, CustomDebugSt
 extension CountdownDashboard: CustomStringConvertible {
     /// The dashboard's settings, without its token.
     public var description: String {
-        "CountdownDashboard(writeAccess: \(writeAccess), allowedHosts: \(allowedHosts), allowedOrigins: \(allowedOrigins.sorted()))"
+        "CountdownDashboard(writeAccess: \(writeAccess), allowedHosts: \(allowedHosts), "
+            + "allowedOrigins: \(allowedOrigins.sorted()))"
     }
 }

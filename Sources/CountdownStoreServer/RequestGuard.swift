@@ -103,7 +103,8 @@ struct RequestGuard<Context: RequestContext>: RouterMiddleware {
                 ?? "a request without a Host header"
             throw APIError(
                 .misdirectedRequest, code: "unknownHost",
-                "this server does not answer for \(shown): use the address it listens on, or start it with --allow-host NAME"
+                "this server does not answer for \(shown): "
+                    + "use the address it listens on, or start it with --allow-host NAME"
             )
         }
         // POST is the API's only write; any other method is refused by its route (405).
@@ -120,13 +121,15 @@ struct RequestGuard<Context: RequestContext>: RouterMiddleware {
         if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!], site != "same-origin" && site != "none" {
             throw APIError(
                 .forbidden, code: "crossSite",
-                "this write comes from another site's page (Sec-Fetch-Site: \(quoted(String(site.prefix(100))))): it is refused"
+                "this write comes from another site's page "
+                    + "(Sec-Fetch-Site: \(quoted(String(site.prefix(100))))): it is refused"
             )
         }
         if let origin, origin != "http://" + authority && origin != "https://" + authority {
             throw APIError(
                 .forbidden, code: "crossSite",
-                "this write comes from another origin (\(quoted(String(origin.prefix(200))))): it is refused unless the server allows that origin (--cors-origin)"
+                "this write comes from another origin (\(quoted(String(origin.prefix(200))))): "
+                    + "it is refused unless the server allows that origin (--cors-origin)"
             )
         }
     }

@@ -123,7 +123,10 @@ public final class CountdownAppLifecycle {
         let log = (try? files.attributesOfItem(atPath: legacy + "-wal"))?[.size] as? NSNumber
         guard (log?.intValue ?? 0) == 0 else {
             configuration.logger.notice(
-                "the store in Application Support has a write-ahead log; using it where it is, to be moved into the app's folder once closed",
+                """
+                the store in Application Support has a write-ahead log; \
+                using it where it is, to be moved into the app's folder once closed
+                """,
                 metadata: ["path": "\(legacy)"])
             return legacy
         }

@@ -16,7 +16,8 @@ struct GlobalOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The database file, or a PostgreSQL connection string (postgres://USER@HOST:PORT/DB, or host=H dbname=DB …).",
+            "The database file, or a PostgreSQL connection string "
+                + "(postgres://USER@HOST:PORT/DB, or host=H dbname=DB …).",
             valueName: "path"))
     var db: String?
 

@@ -72,7 +72,10 @@ public struct CountdownEvents: AsyncSequence, Sendable {
             }
             metadata["claim_timeout"] = "\(store.configuration.claimTimeout)"
             store.configuration.logger.warning(
-                "could not give up the claims of a reader of consumer \(consumer) (\(why)); they go to other readers when they run out",
+                """
+                could not give up the claims of a reader of consumer \(consumer) (\(why)); \
+                they go to other readers when they run out
+                """,
                 metadata: metadata)
         }
 

@@ -12,7 +12,8 @@ public enum DurationText {
         guard let ms = milliseconds(of: trimmed) else {
             throw CountdownError(
                 .invalidDuration,
-                "invalid duration \(quoted(text)): expected a form like 90s, 15m, 1h30m, 2d, 250ms, PT15M or plain seconds"
+                "invalid duration \(quoted(text)): "
+                    + "expected a form like 90s, 15m, 1h30m, 2d, 250ms, PT15M or plain seconds"
             )
         }
         guard ms.rounded() >= Double(Validate.minimumDurationMs), ms.rounded() <= Double(Validate.maximumDurationMs)

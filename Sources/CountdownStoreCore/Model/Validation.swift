@@ -34,7 +34,8 @@ enum Validate {
         if let bad = raw.unicodeScalars.first(where: { $0.properties.generalCategory == .control }) {
             throw CountdownError(
                 code,
-                "invalid \(what) \(quoted(raw)): control character U+\(String(format: "%04X", bad.value)) is not allowed"
+                "invalid \(what) \(quoted(raw)): "
+                    + "control character U+\(String(format: "%04X", bad.value)) is not allowed"
             )
         }
         // Swift compares strings by canonical equivalence, databases by bytes: storing NFC keeps them agreeing.

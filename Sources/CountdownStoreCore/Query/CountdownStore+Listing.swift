@@ -56,7 +56,9 @@ extension CountdownStore {
         if let cursor, cursor.filter != filter || cursor.group != group {
             throw CountdownError(
                 .invalidArgument,
-                "invalid cursor: it continues a list of \(cursor.filter.rawValue) items\(cursor.group.map { " in group \(quoted($0))" } ?? ""), not of \(filter.rawValue)\(group.map { " in group \(quoted($0))" } ?? "")"
+                "invalid cursor: it continues a list of \(cursor.filter.rawValue) "
+                    + "items\(cursor.group.map { " in group \(quoted($0))" } ?? ""), not of "
+                    + "\(filter.rawValue)\(group.map { " in group \(quoted($0))" } ?? "")"
             )
         }
         return try await reading { tx, now in
@@ -71,6 +73,8 @@ extension CountdownStore {
     {
         let limit = try Validate.limit(limit)
         let names = kinds?.map(\.rawValue)
-        return try await reading { tx, _ in try tx.events(.recent(kinds: names), limit: limit).map(CountdownEvent.init) }
+        return try await reading { tx, _ in
+            try tx.events(.recent(kinds: names), limit: limit).map(CountdownEvent.init)
+        }
     }
 }

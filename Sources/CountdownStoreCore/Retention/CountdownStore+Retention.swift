@@ -108,7 +108,10 @@ extension CountdownStore {
                 if let staleAfterMs, consumer.updatedAtMs < time.wall - staleAfterMs {
                     guard self.noteStale(consumer.name) else { continue }
                     logger.warning(
-                        "named consumer unread for too long no longer holds events back; events it has not read may be deleted",
+                        """
+                        named consumer unread for too long no longer holds events back; \
+                        events it has not read may be deleted
+                        """,
                         metadata: [
                             "consumer": "\(consumer.name)", "cursor": "\(consumer.cursor)",
                             "unread_since": "\(StoreTime.iso8601(milliseconds: consumer.updatedAtMs))",

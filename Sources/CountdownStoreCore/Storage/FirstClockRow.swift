@@ -20,7 +20,8 @@ package enum FirstClockRow {
         guard try !tx.holdsItemsOrEvents() else {
             throw CountdownError(
                 .unreadableDatabase,
-                "the database\(place.map { " at \($0)" } ?? "") is damaged: its countdown_clock row is missing; it was left untouched"
+                "the database\(place.map { " at \($0)" } ?? "") is damaged: its countdown_clock row is missing; "
+                    + "it was left untouched"
             )
         }
         try tx.save(Checkpoint.initial(at: try reading()), creating: true)

@@ -23,7 +23,9 @@ extension Migration {
         if !unknown.isEmpty {
             throw CountdownError(
                 .schemaTooNew,
-                "the database schema is newer than this CountdownStore: it records migration \(unknown.map { quoted($0) }.joined(separator: ", ")), which this version does not know; the database was left untouched"
+                "the database schema is newer than this CountdownStore: "
+                    + "it records migration \(unknown.map { quoted($0) }.joined(separator: ", ")), "
+                    + "which this version does not know; the database was left untouched"
             )
         }
     }

@@ -162,7 +162,10 @@ public final class CountdownTicker: Service, Sendable {
             }
         case nil:
             logger.warning(
-                "could not write the final heartbeat and give up the countdown lease: no answer from the database within the stop's bound; it runs out by itself",
+                """
+                could not write the final heartbeat and give up the countdown lease: \
+                no answer from the database within the stop's bound; it runs out by itself
+                """,
                 metadata: ["bound": "\(stop.bound)"])
         }
         if let failure { throw failure }

@@ -72,7 +72,8 @@ struct Now: Sendable {
     /// ticking.
     func wall(when policy: CountdownPolicy, reaches value: Int64) -> Int64? {
         let sinceBase = value - (policy == .wall ? base.active + base.gap : base.active)
-        if sinceBase < 0 { return base.heartbeatAt + sinceBase }  // before the checkpoint (a store written by an older version)
+        // Before the checkpoint (a store written by an older version).
+        if sinceBase < 0 { return base.heartbeatAt + sinceBase }
         if policy == .active && !ticking && value > clocks.active { return nil }
         return base.wall(after: sinceBase)
     }

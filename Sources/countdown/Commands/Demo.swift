@@ -50,7 +50,9 @@ extension CountdownCommand {
                         let expiries = try await store.recentEvents(kinds: [.expired], limit: max(1, caughtUp.count))
                         for event in expiries.reversed() {
                             print(
-                                "  \(TerminalText.safe(event.key ?? ""))  came due \(event.deadlineAt.map { StoreTime.iso8601($0) } ?? "?")  (late by \(DurationText.format(event.late ?? .zero)))"
+                                "  \(TerminalText.safe(event.key ?? ""))  came due "
+                                    + "\(event.deadlineAt.map { StoreTime.iso8601($0) } ?? "?")  "
+                                    + "(late by \(DurationText.format(event.late ?? .zero)))"
                             )
                         }
                         print()

@@ -14,7 +14,9 @@ extension CountdownCommand {
 
         @Option(
             help: """
-                How thoroughly to check the database: full (every page and index; about a second per million countdowns                 on SQLite), quick (every page, indexes not compared with their tables), or skip.
+                How thoroughly to check the database: full (every page and index; about a second per million \
+                countdowns                 on SQLite), \
+                quick (every page, indexes not compared with their tables), or skip.
                 """)
         var integrity: IntegrityCheck = .full
 
@@ -75,7 +77,8 @@ extension CountdownCommand {
             let clock = report.clock
             var lines = [
                 "database       \(TerminalText.safe(path))",
-                "schema         \(report.appliedMigrations.count) of \(report.knownMigrations.count) migrations applied (\(report.appliedMigrations.last ?? "none"))",
+                "schema         \(report.appliedMigrations.count) of \(report.knownMigrations.count) migrations "
+                    + "applied (\(report.appliedMigrations.last ?? "none"))",
                 "integrity      \(integrityText(report))",
                 "countdowns     \(countsText(report.counts))",
                 "store clock    \(StoreTime.iso8601(milliseconds: clock.now.wall))",
@@ -98,7 +101,8 @@ extension CountdownCommand {
             lines.append("clock events   " + (report.recentClockEvents.isEmpty ? "none" : ""))
             for event in report.recentClockEvents {
                 lines.append(
-                    "  \(StoreTime.iso8601(event.recordedAt))  \(event.kind.rawValue)  \(TerminalText.safe(event.detail ?? ""))"
+                    "  \(StoreTime.iso8601(event.recordedAt))  \(event.kind.rawValue)  "
+                        + "\(TerminalText.safe(event.detail ?? ""))"
                 )
             }
             return lines.joined(separator: "\n")

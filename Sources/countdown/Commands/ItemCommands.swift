@@ -113,7 +113,10 @@ extension CountdownCommand {
         @Argument(help: "The trusted time, like 2026-11-21T08:33:16.123Z.") var serverTime: String
         @Flag(
             help:
-                "Accept a time behind the store clock (it then advances at half speed until the time catches up) or more than a day ahead of it."
+                """
+                Accept a time behind the store clock (it then advances at half speed until the time catches up) or \
+                more than a day ahead of it.
+                """
         )
         var force = false
 
@@ -154,8 +157,8 @@ extension CountdownCommand {
                     guard terminal else { return }
                     FileHandle.standardError.write(
                         Data(
-                            "\rpruning: \(totals.items) countdowns, \(totals.events) events, \(totals.retiredKeys) retired keys…"
-                                .utf8))
+                            ("\rpruning: \(totals.items) countdowns, \(totals.events) events, "
+                                + "\(totals.retiredKeys) retired keys…").utf8))
                 }
             }
             if terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }

@@ -22,7 +22,8 @@ extension CountdownCommand {
         @Option(help: "A shell command to run for each expiry.") var exec: String?
         @Option(
             help: ArgumentHelp(
-                "With --consumer: how long expiries handed to this run stay its own when it dies before acknowledging them, before another run of the consumer gets them (default 30s).",
+                "With --consumer: how long expiries handed to this run stay its own when it dies before acknowledging "
+                    + "them, before another run of the consumer gets them (default 30s).",
                 valueName: "duration"))
         var claimTimeout: String?
         @Option(
@@ -234,7 +235,10 @@ struct ExpiryOutput {
             let running = Task { try await Self.execute(command, for: event) }
             guard let ran = await BoundedWait.result(of: running, by: stopping, passingCancellation: false) else {
                 toolLogger.warning(
-                    "the command for an expiry did not exit within the stop's bound; left running, the expiry not acknowledged",
+                    """
+                    the command for an expiry did not exit within the stop's bound; \
+                    left running, the expiry not acknowledged
+                    """,
                     metadata: ["key": "\(event.key ?? "")", "bound": "\(stopping.bound)"])
                 return false
             }

@@ -28,14 +28,18 @@ extension CountdownCommand {
         @Option(help: "The port to listen on (0: any free port, printed at start).") var port = 8080
         @Option(
             help: ArgumentHelp(
-                "The token writes must present, at least 16 characters (default: $COUNTDOWN_TOKEN; none: read-only). Prefer --token-file: a command line is visible to every user of the machine.",
+                "The token writes must present, at least 16 characters (default: $COUNTDOWN_TOKEN; none: read-only). "
+                    + "Prefer --token-file: a command line is visible to every user of the machine.",
                 valueName: "token"))
         var token: String?
         @Option(help: ArgumentHelp("Read the token from this file (its first line).", valueName: "path"))
         var tokenFile: String?
         @Flag(
             help:
-                "Let every request that reaches the server write, without a token: only behind a proxy that authenticates. Cross-site writes are still refused."
+                """
+                Let every request that reaches the server write, without a token: only behind a proxy that \
+                authenticates. Cross-site writes are still refused.
+                """
         )
         var openWrites = false
         @Option(help: "The most connections held at once; more wait to be accepted.") var maxConnections = 4096
@@ -43,7 +47,10 @@ extension CountdownCommand {
         var maxStreams = 256
         @Flag(
             help:
-                "Listen on an address other than loopback: only behind a proxy that terminates TLS, since the token and the store would otherwise cross the network in clear."
+                """
+                Listen on an address other than loopback: only behind a proxy that terminates TLS, \
+                since the token and the store would otherwise cross the network in clear.
+                """
         )
         var behindTLSProxy = false
         @Option(
@@ -53,7 +60,8 @@ extension CountdownCommand {
         @Option(
             name: .customLong("allow-host"),
             help: ArgumentHelp(
-                "Also answer requests for this host name (repeatable; '*' for any). Loopback names and numeric addresses are always answered; any other Host is refused with 421.",
+                "Also answer requests for this host name (repeatable; '*' for any). Loopback names and numeric "
+                    + "addresses are always answered; any other Host is refused with 421.",
                 valueName: "name"))
         var allowHosts: [String] = []
 
@@ -72,7 +80,8 @@ extension CountdownCommand {
                 guard name.wholeMatch(of: #/(\*\.)?[A-Za-z0-9][A-Za-z0-9._-]*/#) != nil else {
                     throw CountdownError(
                         .invalidArgument,
-                        "invalid --allow-host \(quoted(name)): give a host name without scheme or port, such as ops.example.com, *.example.com or *"
+                        "invalid --allow-host \(quoted(name)): "
+                            + "give a host name without scheme or port, such as ops.example.com, *.example.com or *"
                     )
                 }
             }
@@ -83,7 +92,9 @@ extension CountdownCommand {
             if !Self.isLoopback(host) && !behindTLSProxy {
                 throw CountdownError(
                     .invalidArgument,
-                    "refusing to listen on \(quoted(host)) without TLS: the token and the store would cross the network in clear. Listen on 127.0.0.1, or put the server behind a proxy that terminates TLS and pass --behind-tls-proxy"
+                    "refusing to listen on \(quoted(host)) without TLS: the token and the store would cross the "
+                        + "network in clear. Listen on 127.0.0.1, or put the server behind a proxy that terminates TLS "
+                        + "and pass --behind-tls-proxy"
                 )
             }
             let registry = PrometheusCollectorRegistry()
@@ -164,7 +175,8 @@ extension CountdownCommand.Serve {
             // The token itself is never shown: only its length.
             throw CountdownError(
                 .invalidArgument,
-                "invalid token: \(candidate.source) has \(candidate.text.count) characters; a token needs at least \(Self.minimumTokenLength) (for example: openssl rand -hex 24)"
+                "invalid token: \(candidate.source) has \(candidate.text.count) characters; "
+                    + "a token needs at least \(Self.minimumTokenLength) (for example: openssl rand -hex 24)"
             )
         }
         return candidate.text

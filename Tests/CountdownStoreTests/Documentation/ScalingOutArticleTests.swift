@@ -14,7 +14,8 @@ struct ScalingOutArticleTests {
     /// The example of `CountdownStore.init(postgresURL:schema:wakeUps:configuration:)`'s doc comment.
     func openingFromTheDocComment() async throws -> CountdownStore {
         let store = try await CountdownStore(
-            postgresURL: "postgres://app@db1:5432,db2:5432/orders?target_session_attrs=read-write&sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem")
+            postgresURL: "postgres://app@db1:5432,db2:5432/orders?target_session_attrs=read-write"
+                + "&sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem")
         return store
     }
 
