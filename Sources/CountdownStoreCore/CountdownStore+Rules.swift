@@ -6,7 +6,7 @@ import Foundation
 /// ```swift
 /// switch try await store.cooldown("resend-code:\(phone)", duration: .seconds(60)) {
 /// case .allowed:
-///     try await sendCode(to: phone)
+///     try await sendCode(phone)
 /// case .coolingDown(let remaining, _, _):
 ///     throw TooManyRequests(retryAfter: remaining)
 /// }
@@ -90,8 +90,10 @@ extension CountdownStore {
     /// generation.
     ///
     /// ```swift
-    /// // One "your cart changed" e-mail, 5 minutes after the last change, never more than 30 after the first.
-    /// try await store.debounce("cart-mail:\(cart)", quiet: .seconds(300), maxWait: .seconds(1800), payload: .text(cart))
+    /// // One "your cart changed" e-mail, 5 minutes after the last change, never more than 30
+    /// // after the first.
+    /// try await store.debounce(
+    ///     "cart-mail:\(cart)", quiet: .seconds(300), maxWait: .seconds(1800), payload: .text(cart))
     /// ```
     ///
     /// The deadline never moves earlier: a later call with a shorter `quiet` leaves it where it
@@ -144,7 +146,8 @@ extension CountdownStore {
                 if wanted != current {
                     try tx.append(
                         EventRecord(
-                            .postponed, item: item, at: time, detail: ["by_ms": wanted - current, "duration_ms": wanted]))
+                            .postponed, item: item, at: time,
+                            detail: ["by_ms": wanted - current, "duration_ms": wanted]))
                 }
                 return item.countdown(at: time)
             }

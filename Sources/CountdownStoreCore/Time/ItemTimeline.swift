@@ -95,7 +95,8 @@ extension ItemRecord {
             expiredAt: (dueAt ?? expiredAtMs).map(Date.init(millisecondsSince1970:)),
             generation: generation, payload: payload, computedAt: now.clocks, rule: rule,
             maxWait: maxWaitMs.map(Duration.init(ms:)),
-            boundAt: dueAt == nil && state == .running ? boundAtMs(at: now).map(Date.init(millisecondsSince1970:)) : nil)
+            boundAt: dueAt == nil && state == .running
+                ? boundAtMs(at: now).map(Date.init(millisecondsSince1970:)) : nil)
     }
 
     /// Where a debounced countdown's bound lies on its own timeline: its maximum wait after its

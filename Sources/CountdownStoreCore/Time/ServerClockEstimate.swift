@@ -76,8 +76,8 @@ package final class ServerClockEstimate: @unchecked Sendable {
     /// so that now is never placed before what a write stored and time goes on, until the holder
     /// records the step.
     package func reading(
-        server: Int64, boot: Int64, uncertainty: Int64, checkpoint: Checkpoint?, bootScope: String, stepTolerance: Int64,
-        floor: Int64? = nil
+        server: Int64, boot: Int64, uncertainty: Int64, checkpoint: Checkpoint?, bootScope: String,
+        stepTolerance: Int64, floor: Int64? = nil
     ) -> ClockReading {
         let own = checkpoint?.bootID == bootScope
         let skew = checkpoint?.clockSkew ?? 0

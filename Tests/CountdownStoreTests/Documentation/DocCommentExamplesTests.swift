@@ -138,3 +138,26 @@ struct DocCommentExamplesTests {
         try await store.close()
     }
 }
+
+/// A host's refusal of a request made too soon, for `CooldownOutcome`'s example.
+struct TooManyRequests: Error {
+    let retryAfter: Duration
+}
+
+/// `CooldownOutcome`'s example: a verification code sent at most once a minute per phone.
+func cooldownOutcomeExample(store: CountdownStore, phone: String, sendCode: (String) async throws -> Void) async throws {
+    switch try await store.cooldown("resend-code:\(phone)", duration: .seconds(60)) {
+    case .allowed:
+        try await sendCode(phone)
+    case .coolingDown(let remaining, _, _):
+        throw TooManyRequests(retryAfter: remaining)
+    }
+}
+
+/// `debounce`'s example. Compiled, not run.
+func debounceExample(store: CountdownStore, cart: String) async throws {
+    // One "your cart changed" e-mail, 5 minutes after the last change, never more than 30
+    // after the first.
+    try await store.debounce(
+        "cart-mail:\(cart)", quiet: .seconds(300), maxWait: .seconds(1800), payload: .text(cart))
+}
