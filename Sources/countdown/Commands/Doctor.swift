@@ -15,7 +15,7 @@ extension CountdownCommand {
         @Option(
             help: """
                 How thoroughly to check the database: full (every page and index; about a second per million \
-                countdowns                 on SQLite), \
+                countdowns on SQLite), \
                 quick (every page, indexes not compared with their tables), or skip.
                 """)
         var integrity: IntegrityCheck = .full
