@@ -11,6 +11,8 @@ import Foundation
 ///     throw TooManyRequests(retryAfter: remaining)
 /// }
 /// ```
+///
+/// The article <doc:CooldownsAndDebounce> shows it in an HTTP route and in a shell script.
 public enum CooldownOutcome: Sendable, Hashable {
     /// The key was not cooling down: its cooldown starts now. The countdown as started.
     case allowed(Countdown)
@@ -23,6 +25,14 @@ public enum CooldownOutcome: Sendable, Hashable {
     public var isAllowed: Bool {
         if case .allowed = self { return true }
         return false
+    }
+
+    /// Whole seconds until the cooldown is over, rounded up and at least 1, as an HTTP
+    /// `Retry-After` header gives them; `nil` when the caller may go ahead.
+    public var retryAfterSeconds: Int? {
+        guard case .coolingDown(let remaining, _, _) = self else { return nil }
+        let (seconds, attoseconds) = remaining.components
+        return Int(max(1, seconds + (attoseconds > 0 ? 1 : 0)))
     }
 
     /// The key's cooldown: the one just started, or the one still running.

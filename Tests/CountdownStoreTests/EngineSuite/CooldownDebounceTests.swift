@@ -24,7 +24,7 @@ struct CooldownDebounceTests {
             Issue.record("expected coolingDown, got \(second)")
             return
         }
-        #expect(remaining == .seconds(3000) && !second.isAllowed)
+        #expect(remaining == .seconds(3000) && !second.isAllowed && second.retryAfterSeconds == 3000)
         #expect(endsAt == started.startedAt.addingTimeInterval(3600))
         #expect(running.duration == .seconds(3600) && running.payload == .text("a"), "the running cooldown is untouched")
         #expect(try await events(store, key: "export").map(\.kind) == ["started"], "a refusal records nothing")
