@@ -19,19 +19,26 @@ struct ViewTests {
         var startedAt: String
         var deadlineAt: String?
         var expiredAt: String?
+        var rule: String?
+        var maxWaitMs: Int64?
+        var boundAt: String?
     }
 
     private func rows(_ store: CountdownStore, _ view: String) async throws -> [String: ViewRow] {
         if let engine = store.engine as? PostgresEngine, let schema = engine.schema {
             var result: [String: ViewRow] = [:]
-            let sql = "SELECT key, state, remaining_ms, elapsed_ms, started_at, deadline_at, expired_at FROM \"\(schema)\".\(view)"
+            let sql = """
+                SELECT key, state, remaining_ms, elapsed_ms, started_at, deadline_at, expired_at, rule, max_wait_ms,
+                    bound_at
+                FROM "\(schema)".\(view)
+                """
             let rows = try await PostgresFixtures.client().query(PostgresQuery(unsafeSQL: sql))
-            for try await (key, state, remaining, elapsed, started, deadline, expired) in rows.decode(
-                (String, String, Int64?, Int64, String, String?, String?).self)
+            for try await (key, state, remaining, elapsed, started, deadline, expired, rule, maxWait, bound)
+                in rows.decode((String, String, Int64?, Int64, String, String?, String?, String?, Int64?, String?).self)
             {
                 result[key] = ViewRow(
                     key: key, state: state, remainingMs: remaining, elapsedMs: elapsed, startedAt: started,
-                    deadlineAt: deadline, expiredAt: expired)
+                    deadlineAt: deadline, expiredAt: expired, rule: rule, maxWaitMs: maxWait, boundAt: bound)
             }
             return result
         }
@@ -41,7 +48,8 @@ struct ViewTests {
                 let key: String = row["key"]
                 result[key] = ViewRow(
                     key: key, state: row["state"], remainingMs: row["remaining_ms"], elapsedMs: row["elapsed_ms"],
-                    startedAt: row["started_at"], deadlineAt: row["deadline_at"], expiredAt: row["expired_at"])
+                    startedAt: row["started_at"], deadlineAt: row["deadline_at"], expiredAt: row["expired_at"],
+                    rule: row["rule"], maxWaitMs: row["max_wait_ms"], boundAt: row["bound_at"])
             }
             return result
         }
@@ -82,6 +90,15 @@ struct ViewTests {
             } else {
                 #expect(early.deadlineAt == nil, "\(item.key)", sourceLocation: sourceLocation)
             }
+            #expect(early.rule == item.rule?.rawValue, "\(item.key)", sourceLocation: sourceLocation)
+            #expect(early.maxWaitMs == item.maxWait?.milliseconds, "\(item.key)", sourceLocation: sourceLocation)
+            // A running debounce's bound, placed on W as its deadline is.
+            if let boundAt = item.boundAt {
+                let viewed = try #require(early.boundAt, "\(item.key)", sourceLocation: sourceLocation)
+                #expect(Self.isISO(viewed) && viewed == StoreTime.iso8601(boundAt), "\(viewed)", sourceLocation: sourceLocation)
+            } else {
+                #expect(early.boundAt == nil, "\(item.key)", sourceLocation: sourceLocation)
+            }
         }
     }
 
@@ -98,6 +115,9 @@ struct ViewTests {
         try await store.start("paused", duration: .minutes(1))
         try await store.pause("paused")
         try await store.startStopwatch("watch")
+        _ = try await store.cooldown("cool", duration: .minutes(3))
+        try await store.debounce("bounce", quiet: .minutes(2), maxWait: .minutes(20))
+        try await store.debounce("bounce-active", quiet: .minutes(2), maxWait: .minutes(20), policy: .active)
         try await store.heartbeat()
         try await expectAgreement(store)
     }
