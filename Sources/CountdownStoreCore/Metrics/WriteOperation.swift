@@ -16,4 +16,15 @@ enum WriteOperation: String, Sendable, CaseIterable {
     case consumer
     /// A batch of retention.
     case prune
+
+    /// Whether a write of this kind moves the checkpoint or the lease whatever the engine (a
+    /// heartbeat or giving up the lease, suspending or resuming, calibrating): it takes the clock
+    /// row's lock first. Where writers run side by side, every other write leaves the row alone
+    /// unless it finds the clock edited.
+    var movesCheckpoint: Bool {
+        switch self {
+        case .heartbeat, .lifecycle, .calibrate: true
+        default: false
+        }
+    }
 }

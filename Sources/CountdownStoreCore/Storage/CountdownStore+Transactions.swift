@@ -17,26 +17,23 @@ extension CountdownStore {
     /// - Parameters:
     ///   - notifies: whether the write changes items or events, so that waiters (the ticker,
     ///     event streams) should look again once it commits. Recorded expiries notify whatever it says.
-    ///   - movesCheckpoint: whether the write moves the checkpoint or the lease whatever the
-    ///     engine (a heartbeat, suspending, calibrating, giving up the lease): it takes the clock
-    ///     row's lock first. Where writers run side by side, other writes leave the row alone
-    ///     unless they find the clock edited.
+    ///   - operation: what the write does, for its metrics; it also says whether the write moves
+    ///     the checkpoint or the lease whatever the engine (``WriteOperation/movesCheckpoint``).
     ///   - leavingExpiriesToHolder: whether the write records no expiry while a live lease is
     ///     held (by this instance or another): a named consumer's claims and acknowledgements,
     ///     which deliver what the holder's ticker records rather than doing its work.
     func writing<T: Sendable>(
-        _ operation: WriteOperation, notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
+        _ operation: WriteOperation, notifies: Bool = true, expiryLimit: Int? = nil,
         leavingExpiriesToHolder: Bool = false, _ body: @escaping @Sendable (WriteTransaction, Now) throws -> T
     ) async throws(CountdownError) -> T {
         try await writing(
-            operation, notifies: notifies, movesCheckpoint: movesCheckpoint, expiryLimit: expiryLimit,
-            leavingExpiriesToHolder: leavingExpiriesToHolder
+            operation, notifies: notifies, expiryLimit: expiryLimit, leavingExpiriesToHolder: leavingExpiriesToHolder
         ) { tx, now, _ in
             try body(tx, now)
         }
     }
 
-    /// ``writing(notifies:movesCheckpoint:_:)`` whose body also gets the countdowns that moving the clocks expired.
+    /// ``writing(_:notifies:expiryLimit:leavingExpiriesToHolder:_:)`` whose body also gets the countdowns that moving the clocks expired.
     ///
     /// The write records at most `expiryLimit` due expiries, oldest first (see
     /// ``advanceClocks(_:movingCheckpoint:expiryLimit:)``); more due than that stay for the next
@@ -46,7 +43,7 @@ extension CountdownStore {
     /// A body that never refuses (`bodyMayRefuse: false`) runs without the savepoint that keeps
     /// the expiries of a refused write.
     func writing<T: Sendable>(
-        _ operation: WriteOperation, notifies: Bool = true, movesCheckpoint: Bool = false, expiryLimit: Int? = nil,
+        _ operation: WriteOperation, notifies: Bool = true, expiryLimit: Int? = nil,
         leavingExpiriesToHolder: Bool = false, bodyMayRefuse: Bool = true,
         _ body: @escaping @Sendable (WriteTransaction, Now, [ItemRecord]) throws -> T
     ) async throws(CountdownError) -> T {
@@ -62,7 +59,7 @@ extension CountdownStore {
                             // With a metrics backend, the events this attempt appends are noted.
                             let tx = WriteTransaction(engineTransaction, metered: metered)
                             let (now, expired) = try self.advanceClocks(
-                                tx, movingCheckpoint: movesCheckpoint, expiryLimit: limit,
+                                tx, movingCheckpoint: operation.movesCheckpoint, expiryLimit: limit,
                                 leavingToHolder: leavingExpiriesToHolder)
                             guard !expired.isEmpty, bodyMayRefuse else {
                                 let result = try body(tx, now, expired)

@@ -171,7 +171,7 @@ extension CountdownStore {
     /// next group, so that no transaction grows with the load and other processes get between.
     static let groupTimeBound = Duration.milliseconds(50)
 
-    /// Runs `body` as ``writing(_:notifies:movesCheckpoint:expiryLimit:leavingExpiriesToHolder:_:)``
+    /// Runs `body` as ``writing(_:notifies:expiryLimit:leavingExpiriesToHolder:_:)``
     /// would, committed together with the writes of other callers that arrive while one is under
     /// way (group commit; see ``WriteGroups``).
     ///

@@ -33,7 +33,7 @@ extension CountdownStore {
         let clock = configuration.clock
         let tolerance = configuration.clockEditTolerance.milliseconds
         let forwardLimit = Self.calibrationForwardLimit.milliseconds
-        let time = try await writing(.calibrate, movesCheckpoint: true) { tx, time in
+        let time = try await writing(.calibrate) { tx, time in
             guard var checkpoint = try tx.rows.checkpoint() else { return time.clocks }
             try time.requireCheckpointAtNow()
             let difference = serverMs - time.wall

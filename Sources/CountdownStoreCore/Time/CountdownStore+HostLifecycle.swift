@@ -33,7 +33,7 @@ extension CountdownStore {
         state.withLock { $0.suspended = suspended }
         let me = instanceID
         let leaseMs = configuration.leaseDuration.milliseconds
-        try await writing(.lifecycle, movesCheckpoint: true) { tx, time in
+        try await writing(.lifecycle) { tx, time in
             guard var checkpoint = try tx.rows.checkpoint(), checkpoint.suspended != suspended else { return }
             try time.requireCheckpointAtNow()
             checkpoint.suspended = suspended

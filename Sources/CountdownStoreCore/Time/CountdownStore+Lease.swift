@@ -21,7 +21,7 @@ extension CountdownStore {
         let me = instanceID
         let leaseMs = configuration.leaseDuration.milliseconds
         let suspended = state.withLock { $0.suspended }
-        return try await writing(.heartbeat, notifies: false, movesCheckpoint: true) { tx, time in
+        return try await writing(.heartbeat, notifies: false) { tx, time in
             let lease = try tx.rows.lease()
             let free = lease.holder == nil || lease.expiresAtMs <= time.wall
             guard lease.holder == me || free else {
@@ -52,7 +52,7 @@ extension CountdownStore {
         // An instance that never took the lease has nothing to give up and writes nothing.
         guard state.withLock({ $0.tookLease }) else { return }
         let me = instanceID
-        try await writing(.heartbeat, notifies: false, movesCheckpoint: true) { tx, time in
+        try await writing(.heartbeat, notifies: false) { tx, time in
             var lease = try tx.rows.lease()
             if lease.holder == me {
                 // Giving it up turns the time since the checkpoint into background gap for every
