@@ -84,6 +84,37 @@ func virtualClockExample(path: String) async throws -> Countdown? {
     return otp
 }
 
+/// The refusal of ``CodeSender``: too soon, try again after `retryAfter`.
+struct TooManyRequests: Error {
+    let retryAfter: Duration
+}
+
+/// `CooldownOutcome`'s example, in a host type whose `sendCode(to:)` records where it sent a code.
+struct CodeSender {
+    let store: CountdownStore
+    let sent: Locked<[String]>
+
+    func sendCode(to phone: String) async throws {
+        sent.withLock { $0.append(phone) }
+    }
+
+    func resendCode(to phone: String) async throws {
+        switch try await store.cooldown("resend-code:\(phone)", duration: .seconds(60)) {
+        case .allowed:
+            try await sendCode(to: phone)
+        case .coolingDown(let remaining, _, _):
+            throw TooManyRequests(retryAfter: remaining)
+        }
+    }
+}
+
+/// The example of `CountdownStore.debounce(_:quiet:maxWait:group:policy:payload:)`, called on
+/// each change of a cart.
+func cartChangedExample(store: CountdownStore, cart: String) async throws {
+    // One "your cart changed" e-mail, 5 minutes after the last change, never more than 30 after the first.
+    try await store.debounce("cart-mail:\(cart)", quiet: .seconds(300), maxWait: .seconds(1800), payload: .text(cart))
+}
+
 @Suite("Doc comment examples")
 struct DocCommentExamplesTests {
     @Test("VirtualClock's example: 10 s pass, the wall clock is set back an hour, 20 s remain")
@@ -118,6 +149,39 @@ struct DocCommentExamplesTests {
             cursor = page.next
         } while cursor != nil
         #expect(seen == 1001)
+    }
+
+    @Test("CooldownOutcome's example sends once, refuses with the time left, and sends again once it is over")
+    func cooldownExampleRuns() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.open()
+        let sender = CodeSender(store: store, sent: Locked([]))
+        try await sender.resendCode(to: "+15550100")
+        fixture.clock.advance(by: .seconds(20))
+        let refusal = await #expect(throws: TooManyRequests.self) { try await sender.resendCode(to: "+15550100") }
+        #expect(refusal?.retryAfter == .seconds(40))
+        fixture.clock.advance(by: .seconds(40))
+        try await sender.resendCode(to: "+15550100")
+        #expect(sender.sent.withLock { $0 } == ["+15550100", "+15550100"])
+        try await store.close()
+    }
+
+    @Test("debounce's example: a later change moves the e-mail to 5 minutes after it, never past 30")
+    func debounceExampleRuns() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.open()
+        try await cartChangedExample(store: store, cart: "7")
+        fixture.clock.advance(by: .seconds(120))
+        try await cartChangedExample(store: store, cart: "7")
+        var mail = try #require(try await store.countdown("cart-mail:7"))
+        #expect(mail.rule == .debounce && mail.remaining == .seconds(300) && mail.generation == 1)
+        for _ in 0..<6 {  // 4 minutes apart: each call before the deadline, the last at 26 minutes
+            fixture.clock.advance(by: .seconds(240))
+            try await cartChangedExample(store: store, cart: "7")
+        }
+        mail = try #require(try await store.countdown("cart-mail:7"))
+        #expect(mail.duration == .seconds(1800) && mail.maxWait == .seconds(1800))
+        try await store.close()
     }
 
     @Test("EventConsumer's example hands each expiry over once and acknowledges it")
