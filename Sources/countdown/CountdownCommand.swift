@@ -15,10 +15,10 @@ struct CountdownCommand: AsyncParsableCommand {
 
             Exit status: 0 success, 64 invalid input, 65 conflict (the item's state refuses the \
             operation), 66 not found, 74 storage failure (unreadable, foreign or newer database, \
-            disk full, I/O error).
+            disk full, I/O error), 75 still cooling down (cooldown).
             """,
         subcommands: [
-            Start.self, StartStopwatch.self, Show.self, List.self,
+            Start.self, StartStopwatch.self, Cooldown.self, Debounce.self, Show.self, List.self,
             Pause.self, Resume.self, Cancel.self, Restart.self, Remove.self, Extend.self, Shorten.self,
             Run.self, Watch.self, Serve.self, Calibrate.self, Prune.self, Doctor.self, Demo.self,
         ])
@@ -109,6 +109,8 @@ enum ExitStatus {
     static let conflict: Int32 = 65
     static let notFound: Int32 = 66
     static let storage: Int32 = 74
+    /// `cooldown` found the key cooling down: not an error, the answer "not yet" (EX_TEMPFAIL).
+    static let coolingDown: Int32 = 75
 
     static func of(_ error: CountdownError) -> Int32 {
         switch error.code.category {

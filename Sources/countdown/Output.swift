@@ -96,6 +96,9 @@ extension Countdown {
             ("expired_at", .instant(expiredAt)),
             ("generation", .int(generation)),
             ("payload", .string(payload?.jsonText)),
+            ("rule", .string(rule?.rawValue)),
+            ("max_wait_ms", .duration(maxWait)),
+            ("bound_at", .instant(boundAt)),
         ])
     }
 
@@ -110,9 +113,9 @@ extension Countdown {
     var details: String {
         var lines: [(String, String)] = [
             ("key", TerminalText.safe(key)), ("group", TerminalText.safe(group ?? "-")), ("kind", kind.rawValue),
-            ("policy", policy.rawValue),
-            ("state", state.rawValue),
         ]
+        if let rule { lines.append(("rule", ruleDetails(rule))) }
+        lines += [("policy", policy.rawValue), ("state", state.rawValue)]
         if let duration { lines.append(("duration", DurationText.format(duration))) }
         lines.append(("elapsed", DurationText.format(elapsed)))
         if let remaining { lines.append(("remaining", DurationText.format(remaining))) }
@@ -127,6 +130,14 @@ extension Countdown {
         if let payload { lines.append(("payload", TerminalText.safe(payload.jsonText))) }
         return lines.map { "\($0.0.padding(toLength: 12, withPad: " ", startingAt: 0)) \($0.1)" }.joined(
             separator: "\n")
+    }
+
+    /// The `rule` line of `show`: `cooldown`, or `debounce (max wait 30m00s, bound …)`, the bound
+    /// while one is known.
+    private func ruleDetails(_ rule: CountdownRule) -> String {
+        guard rule == .debounce, let maxWait else { return rule.rawValue }
+        let bound = boundAt.map { ", bound \(StoreTime.iso8601($0))" } ?? ""
+        return "\(rule.rawValue) (max wait \(DurationText.format(maxWait))\(bound))"
     }
 }
 

@@ -24,7 +24,8 @@ extension Countdown: Codable {
         case key, group, kind, policy, state
         case durationMs = "duration_ms", elapsedMs = "elapsed_ms", remainingMs = "remaining_ms"
         case startedAt = "started_at", deadlineAt = "deadline_at", expiredAt = "expired_at"
-        case generation, payload
+        case generation, payload, rule
+        case maxWaitMs = "max_wait_ms", boundAt = "bound_at"
     }
 
     /// Encodes the object of `countdown show --json`, every field present (`null` when absent).
@@ -44,10 +45,15 @@ extension Countdown: Codable {
         try container.encode(expiredAt.map(StoreTime.iso8601), forKey: .expiredAt)
         try container.encode(generation, forKey: .generation)
         try container.encode(payload?.jsonText, forKey: .payload)
+        try container.encode(rule, forKey: .rule)
+        try container.encode(maxWait?.milliseconds, forKey: .maxWaitMs)
+        try container.encode(boundAt.map(StoreTime.iso8601), forKey: .boundAt)
     }
 
     /// Decodes that object. A payload comes back as text (bytes were printed as base64), and
     /// ``computedAt`` as zero on every clock: the figures are those of the instant they were encoded.
+    /// An object without `rule`, `max_wait_ms` and `bound_at` (as printed before they were added)
+    /// decodes as a plain countdown.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         self.init(
@@ -64,7 +70,10 @@ extension Countdown: Codable {
             expiredAt: try container.decodeInstantIfPresent(forKey: .expiredAt),
             generation: try container.decode(Int64.self, forKey: .generation),
             payload: try container.decodeIfPresent(String.self, forKey: .payload).map(CountdownPayload.text),
-            computedAt: StoreTime(wall: 0, active: 0, gap: 0))
+            computedAt: StoreTime(wall: 0, active: 0, gap: 0),
+            rule: try container.decodeIfPresent(CountdownRule.self, forKey: .rule),
+            maxWait: try container.decodeIfPresent(Int64.self, forKey: .maxWaitMs).map(Duration.init(ms:)),
+            boundAt: try container.decodeInstantIfPresent(forKey: .boundAt))
     }
 }
 

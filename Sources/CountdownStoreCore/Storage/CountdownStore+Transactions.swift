@@ -33,7 +33,8 @@ extension CountdownStore {
         }
     }
 
-    /// ``writing(_:notifies:expiryLimit:leavingExpiriesToHolder:_:)`` whose body also gets the countdowns that moving the clocks expired.
+    /// ``writing(_:notifies:expiryLimit:leavingExpiriesToHolder:_:)`` whose body also gets the
+    /// countdowns that moving the clocks expired.
     ///
     /// The write records at most `expiryLimit` due expiries, oldest first (see
     /// ``advanceClocks(_:movingCheckpoint:expiryLimit:)``); more due than that stay for the next

@@ -49,7 +49,8 @@ struct ToolTests {
     }
 
     static let fields = ["key", "group", "kind", "policy", "state", "duration_ms", "elapsed_ms", "remaining_ms",
-                         "started_at", "deadline_at", "expired_at", "generation", "payload"]
+                         "started_at", "deadline_at", "expired_at", "generation", "payload", "rule", "max_wait_ms",
+                         "bound_at"]
 
     @Test("On PostgreSQL: every subcommand through a postgres:// URL, doctor's server lines, and bad URLs named")
     func postgresURL() throws {
