@@ -205,5 +205,23 @@ struct ToolRuleTests {
         #expect(library["bound_at"] is String)
         try await store.close()
     }
+
+    @Test("Processes racing for one cooldown: exactly one exits 0, the others 75")
+    func processesRaceForOneCooldown() async throws {
+        try countdown(["start", "warm-up", "1h"])  // the store exists before the race
+        let database = db
+        let statuses = try await withThrowingTaskGroup(of: Int32.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    try HelperProcess.run(countdownBinary, ["--db", database, "cooldown", "resend:+15550100", "1m"]).status
+                }
+            }
+            return try await group.reduce(into: [Int32]()) { $0.append($1) }
+        }
+        #expect(statuses.sorted() == [0] + Array(repeating: 75, count: 7), "\(statuses)")
+        let store = try CountdownStore(path: db)
+        #expect(try await events(store, key: "resend:+15550100").map(\.kind) == ["started"], "one start, one write")
+        try await store.close()
+    }
 }
 }
