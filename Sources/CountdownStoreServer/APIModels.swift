@@ -2,7 +2,8 @@ import CountdownStoreCore
 import Foundation
 
 // The JSON the HTTP API reads and writes. Items are the objects of `countdown show --json`
-// (``Countdown``'s own `Codable`); everything else is defined here.
+// (``Countdown``'s own `Codable`) with the fields of the rules (``ItemJSON``); everything else
+// is defined here.
 
 /// `POST api/countdowns`: what to start.
 struct StartBody: Decodable, Sendable {
@@ -29,9 +30,86 @@ struct AmountBody: Decodable, Sendable {
     var duration: String
 }
 
+/// `POST api/countdowns/{key}/cooldown`: how long the cooldown lasts, and what it starts with.
+struct CooldownBody: Decodable, Sendable {
+    /// A duration as `StartBody`'s.
+    var duration: String?
+    var group: String?
+    /// `wall` (the default) or `active`.
+    var policy: String?
+    var payload: String?
+}
+
+/// `POST api/countdowns/{key}/debounce`: the quiet period, the maximum wait, and what a burst
+/// starts with.
+struct DebounceBody: Decodable, Sendable {
+    /// Durations as `StartBody`'s.
+    var quiet: String?
+    var maxWait: String?
+    var group: String?
+    /// `wall` (the default) or `active`.
+    var policy: String?
+    var payload: String?
+
+    enum CodingKeys: String, CodingKey {
+        case quiet, group, policy, payload
+        case maxWait = "max_wait"
+    }
+}
+
+/// An item as the API gives it: the object of ``Countdown``'s `Codable`, with the rule it was
+/// started under (`rule`: `cooldown`, `debounce` or `null`), a debounce's maximum wait
+/// (`max_wait_ms`) and the instant its deadline never passes (`bound_at`), `null` when absent.
+struct ItemJSON: Encodable, Sendable {
+    var countdown: Countdown
+
+    init(_ countdown: Countdown) {
+        self.countdown = countdown
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case rule, maxWaitMs = "max_wait_ms", boundAt = "bound_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        try countdown.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(countdown.rule?.rawValue, forKey: .rule)
+        try container.encode(countdown.maxWait?.milliseconds, forKey: .maxWaitMs)
+        try container.encode(countdown.boundAt.map(StoreTime.iso8601), forKey: .boundAt)
+    }
+}
+
+/// What `POST api/countdowns/{key}/cooldown` answers: `{"allowed": true, "countdown"}` with 200
+/// when the cooldown started; `{"allowed": false, "remaining_ms", "ends_at", "countdown"}` with
+/// 429 while it runs.
+struct CooldownJSON: Encodable, Sendable {
+    var outcome: CooldownOutcome
+
+    enum CodingKeys: String, CodingKey {
+        case allowed, countdown, remainingMs = "remaining_ms", endsAt = "ends_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(outcome.isAllowed, forKey: .allowed)
+        if case .coolingDown(let remaining, let endsAt, _) = outcome {
+            try container.encode(remaining.milliseconds, forKey: .remainingMs)
+            try container.encode(endsAt.map(StoreTime.iso8601), forKey: .endsAt)
+        }
+        try container.encode(ItemJSON(outcome.countdown), forKey: .countdown)
+    }
+
+    /// `Retry-After` for a cooldown with `remaining` left: whole seconds, rounded up, at least 1.
+    static func retryAfter(_ remaining: Duration) -> Int64 {
+        let ms = max(0, remaining.milliseconds)
+        return max(1, ms / 1000 + (ms % 1000 == 0 ? 0 : 1))
+    }
+}
+
 /// One page of `GET api/countdowns`.
 struct PageJSON: Encodable, Sendable {
-    var items: [Countdown]
+    var items: [ItemJSON]
     /// The cursor of the next page, or `null`.
     var next: String?
     /// The store wall clock at which the items' figures were computed, ISO-8601 and in ms.

@@ -84,6 +84,33 @@ func virtualClockExample(path: String) async throws -> Countdown? {
     return otp
 }
 
+/// The host's refusal in `CooldownOutcome`'s example.
+struct TooManyRequests: Error {
+    var retryAfter: Duration
+}
+
+/// `CooldownOutcome`'s example, in a host type that sends verification codes. Compiled, not run.
+struct CodeSender {
+    let store: CountdownStore
+
+    func sendCode(to phone: String) async throws {}
+
+    func resend(to phone: String) async throws {
+        switch try await store.cooldown("resend-code:\(phone)", duration: .seconds(60)) {
+        case .allowed:
+            try await sendCode(to: phone)
+        case .coolingDown(let remaining, _, _):
+            throw TooManyRequests(retryAfter: remaining)
+        }
+    }
+}
+
+/// The example of `CountdownStore.debounce(_:quiet:maxWait:group:policy:payload:)`. Compiled, not run.
+func debounceExample(store: CountdownStore, cart: String) async throws {
+    // One "your cart changed" e-mail, 5 minutes after the last change, never more than 30 after the first.
+    try await store.debounce("cart-mail:\(cart)", quiet: .seconds(300), maxWait: .seconds(1800), payload: .text(cart))
+}
+
 @Suite("Doc comment examples")
 struct DocCommentExamplesTests {
     @Test("VirtualClock's example: 10 s pass, the wall clock is set back an hour, 20 s remain")
