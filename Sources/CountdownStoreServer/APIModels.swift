@@ -29,6 +29,60 @@ struct AmountBody: Decodable, Sendable {
     var duration: String
 }
 
+/// `POST api/countdowns/{key}/cooldown`: how long the cooldown lasts, and what it starts with.
+struct CooldownBody: Decodable, Sendable {
+    /// A duration as `StartBody`'s.
+    var duration: String?
+    var group: String?
+    /// `wall` (the default) or `active`.
+    var policy: String?
+    var payload: String?
+}
+
+/// `POST api/countdowns/{key}/debounce`: the quiet period, the maximum wait, and what a burst
+/// starts with.
+struct DebounceBody: Decodable, Sendable {
+    /// Durations as `StartBody`'s.
+    var quiet: String?
+    var maxWait: String?
+    var group: String?
+    /// `wall` (the default) or `active`.
+    var policy: String?
+    var payload: String?
+
+    enum CodingKeys: String, CodingKey {
+        case quiet, group, policy, payload
+        case maxWait = "max_wait"
+    }
+}
+
+/// What `POST api/countdowns/{key}/cooldown` answers: `{"allowed": true, "countdown"}` with 200
+/// when the cooldown started; `{"allowed": false, "remaining_ms", "ends_at", "countdown"}` with
+/// 429 while it runs.
+struct CooldownJSON: Encodable, Sendable {
+    var outcome: CooldownOutcome
+
+    enum CodingKeys: String, CodingKey {
+        case allowed, countdown, remainingMs = "remaining_ms", endsAt = "ends_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(outcome.isAllowed, forKey: .allowed)
+        if case .coolingDown(let remaining, let endsAt, _) = outcome {
+            try container.encode(remaining.milliseconds, forKey: .remainingMs)
+            try container.encode(endsAt.map(StoreTime.iso8601), forKey: .endsAt)
+        }
+        try container.encode(outcome.countdown, forKey: .countdown)
+    }
+
+    /// `Retry-After` for a cooldown with `remaining` left: whole seconds, rounded up, at least 1.
+    static func retryAfter(_ remaining: Duration) -> Int64 {
+        let ms = max(0, remaining.milliseconds)
+        return max(1, ms / 1000 + (ms % 1000 == 0 ? 0 : 1))
+    }
+}
+
 /// One page of `GET api/countdowns`.
 struct PageJSON: Encodable, Sendable {
     var items: [Countdown]

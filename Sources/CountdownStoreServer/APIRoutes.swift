@@ -47,9 +47,7 @@ struct APIRoutes<Context: RequestContext>: Sendable {
             await answer { try await events(request, key: try key(context)) }
         }
         router.post("api/countdowns/:key/:action") { request, context in
-            await answer {
-                try await act(request, key: try key(context), action: context.parameters.get("action") ?? "")
-            }
+            await action(request, key: { try key(context) }, name: context.parameters.get("action") ?? "")
         }
         // The same, with the key in the query (`?key=`): the page uses these, as a browser
         // collapses the path segments `.` and `..`, which are keys like any other.
@@ -58,9 +56,7 @@ struct APIRoutes<Context: RequestContext>: Sendable {
             await answer { try await events(request, key: try queryKey(request)) }
         }
         router.post("api/item/:action") { request, context in
-            await answer {
-                try await act(request, key: try queryKey(request), action: context.parameters.get("action") ?? "")
-            }
+            await action(request, key: { try queryKey(request) }, name: context.parameters.get("action") ?? "")
         }
         router.get("api/stream") { _, _ in
             do {
@@ -300,16 +296,38 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         }
     }
 
-    private func act(_ request: Request, key: String, action: String) async throws -> Countdown {
+    /// `POST …/{action}`: a cooldown answers 200 or 429 (``cooldown(_:key:)``), every other
+    /// action the item after the change.
+    private func action(_ request: Request, key: () throws -> String, name: String) async -> Response {
+        if name == "cooldown" {
+            do {
+                return try await cooldown(request, key: try key())
+            } catch {
+                return await refusal(APIError.from(error, logger: dashboard.logger))
+            }
+        }
+        return await answer { try await act(request, key: try key(), action: name) }
+    }
+
+    /// The actions of `POST …/{action}`.
+    static var actions: [String] {
+        ["pause", "resume", "cancel", "restart", "remove", "extend", "shorten", "cooldown", "debounce"]
+    }
+
+    /// Refuses an action that is not one: 405 for `events` (a GET path), 404 for any other name.
+    private static func checkAction(_ action: String) throws {
         if action == "events" {
             throw APIError(.methodNotAllowed, code: "methodNotAllowed", "this path takes GET only")
         }
-        let known = ["pause", "resume", "cancel", "restart", "remove", "extend", "shorten"]
-        guard known.contains(action) else {
+        guard actions.contains(action) else {
             throw APIError(
                 .notFound, code: "unknownAction",
-                "unknown action \(quoted(action)): one of \(known.joined(separator: ", "))")
+                "unknown action \(quoted(action)): one of \(actions.joined(separator: ", "))")
         }
+    }
+
+    private func act(_ request: Request, key: String, action: String) async throws -> Countdown {
+        try Self.checkAction(action)
         try authorize(request)
         switch action {
         case "pause": return try await store.pause(key)
@@ -317,6 +335,7 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         case "cancel": return try await store.cancel(key)
         case "restart": return try await store.restart(key)
         case "remove": return try await store.remove(key)
+        case "debounce": return try await debounce(request, key: key)
         default:
             let amount = try DurationText.parse(try await body(request, as: AmountBody.self).duration)
             return action == "extend"
@@ -324,7 +343,52 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         }
     }
 
+    /// Starts a cooldown unless one runs: 200 with `{"allowed": true, "countdown"}` when it
+    /// started, 429 with `Retry-After` (whole seconds, rounded up, at least 1) and
+    /// `{"allowed": false, "remaining_ms", "ends_at", "countdown"}` while it runs.
+    private func cooldown(_ request: Request, key: String) async throws -> Response {
+        try Self.checkAction("cooldown")
+        try authorize(request)
+        let body = try await body(request, as: CooldownBody.self)
+        let duration = try Self.duration(body.duration, field: "duration")
+        let policy = try Self.parse(body.policy, as: CountdownPolicy.self, what: "policy") ?? .wall
+        let payload = body.payload.map(CountdownPayload.text)
+        let outcome = try await store.cooldown(
+            key, duration: duration, group: body.group, policy: policy, payload: payload)
+        guard case .coolingDown(let remaining, _, _) = outcome else {
+            return try await json(CooldownJSON(outcome: outcome))
+        }
+        var response = try await json(CooldownJSON(outcome: outcome), status: .tooManyRequests)
+        response.headers[.retryAfter] = String(CooldownJSON.retryAfter(remaining))
+        return response
+    }
+
+    /// One call of a debounce: the item after it.
+    private func debounce(_ request: Request, key: String) async throws -> Countdown {
+        let body = try await body(request, as: DebounceBody.self)
+        let quiet = try Self.duration(body.quiet, field: "quiet")
+        let maxWait = try Self.duration(body.maxWait, field: "max_wait")
+        let policy = try Self.parse(body.policy, as: CountdownPolicy.self, what: "policy") ?? .wall
+        return try await store.debounce(
+            key, quiet: quiet, maxWait: maxWait, group: body.group, policy: policy,
+            payload: body.payload.map(CountdownPayload.text))
+    }
+
     // MARK: - Parsing
+
+    /// The duration of the body's `field`, whose refusal names the field and its text.
+    private static func duration(_ text: String?, field: String) throws -> Duration {
+        guard let text else {
+            throw CountdownError(.invalidDuration, "missing \(field): give a duration like 90s, 15m or 1h30m")
+        }
+        do throws(CountdownError) {
+            return try DurationText.parse(text)
+        } catch {
+            let prefix = "invalid duration "
+            guard error.message.hasPrefix(prefix) else { throw error }
+            throw CountdownError(error.code, "invalid \(field) " + String(error.message.dropFirst(prefix.count)))
+        }
+    }
 
     /// The `key` of the path, percent-decoded (a key may hold any character, `/` included).
     private func key(_ context: Context) throws -> String {

@@ -298,13 +298,19 @@
   function createEntry(key) {
     const keyButton = el('button', { type: 'button', class: 'key-link', 'data-open': '', text: key });
     const group = el('td', { class: 'group' });
-    const kind = el('td', { class: 'kind' });
+    const kindText = el('span', { class: 'kind-text' });
+    // A cooldown's or a debounce's rule, as a small label beside its kind.
+    const rule = el('span', { class: 'rule', hidden: true });
+    const kind = el('td', { class: 'kind' }, kindText, ' ', rule);
     const badge = el('span', { class: 'badge' });
     const stateCell = el('td', { class: 'state' }, badge);
     const fill = el('span', { class: 'fill' });
     const bar = el('div', { class: 'bar', 'aria-hidden': 'true' }, fill);
     const remaining = el('td', { class: 'remaining num' });
-    const deadline = el('td', { class: 'deadline num' });
+    const deadlineText = el('span', { class: 'deadline-text' });
+    // A debounce's bound: its deadline never passes it.
+    const bound = el('span', { class: 'bound', hidden: true });
+    const deadline = el('td', { class: 'deadline num' }, deadlineText, bound);
     const actions = el('td', { class: 'actions' });
     const buttons = {};
     for (const [action, label] of ACTIONS) {
@@ -318,10 +324,26 @@
       el('td', { class: 'progress' }, bar), remaining, deadline, actions);
     tr.setAttribute('data-key', key);
     return {
-      key, item: null, baseMs: -Infinity, deadlineMs: null, tr, keyButton, group, kind, badge,
-      stateCell, bar, fill, remaining, deadline, buttons,
+      key, item: null, baseMs: -Infinity, deadlineMs: null, tr, keyButton, group, kind, kindText, rule, badge,
+      stateCell, bar, fill, remaining, deadline, deadlineText, bound, buttons,
       shown: { state: '', text: '', pct: '' },
     };
+  }
+
+  // The rules a countdown may be started under, with what each label means.
+  const RULES = new Map([
+    ['cooldown', 'A cooldown: while it runs, the key’s next cooldown is refused with the time left'],
+    ['debounce', 'A debounce: each call moves its deadline later, never past its bound'],
+  ]);
+
+  /** What a debounced item shows under its deadline: its bound, or its maximum wait while it has none. */
+  function boundText(item) {
+    const maxWait = Number.isFinite(item.max_wait_ms) ? item.max_wait_ms : null;
+    if (item.rule !== 'debounce' || maxWait === null || !ACTIVE_STATES.has(item.state)) return { text: '', title: '' };
+    const boundMs = parseTime(item.bound_at);
+    const wait = `max wait ${formatPrecise(maxWait)}`;
+    if (boundMs === null) return { text: `max wait ${formatElapsed(maxWait)}`, title: wait };
+    return { text: `bound ≤ ${formatLocal(boundMs)}`, title: `${wait}: the deadline never passes ${isoOrNull(boundMs)}` };
   }
 
   function renderStatic(entry) {
@@ -334,9 +356,18 @@
       setText(entry.group, item.group);
       entry.group.classList.remove('muted');
     }
-    setText(entry.kind, `${item.kind} · ${item.policy}`);
-    setText(entry.deadline, entry.deadlineMs === null ? '—' : formatLocal(entry.deadlineMs));
+    setText(entry.kindText, `${item.kind} · ${item.policy}`);
+    const rule = RULES.has(item.rule) ? item.rule : null;
+    setText(entry.rule, rule || '');
+    entry.rule.hidden = rule === null;
+    entry.rule.setAttribute('data-rule', rule || '');
+    entry.rule.title = rule ? RULES.get(rule) : '';
+    setText(entry.deadlineText, entry.deadlineMs === null ? '—' : formatLocal(entry.deadlineMs));
     entry.deadline.title = isoOrNull(entry.deadlineMs);
+    const bound = boundText(item);
+    setText(entry.bound, bound.text);
+    entry.bound.hidden = bound.text === '';
+    entry.bound.title = bound.title;
     entry.tr.setAttribute('data-state', item.state);
     entry.bar.classList.toggle('none', item.kind === 'stopwatch');
     const active = ACTIVE_STATES.has(item.state);
@@ -887,6 +918,10 @@
       ['started_at', item.started_at], ['deadline_at', item.deadline_at], ['expired_at', item.expired_at],
       ['generation', item.generation],
     ];
+    if (RULES.has(item.rule)) fields.push(['rule', item.rule]);
+    if (Number.isFinite(item.max_wait_ms)) {
+      fields.push(['max_wait', `${formatPrecise(item.max_wait_ms)} (${item.max_wait_ms} ms)`], ['bound_at', item.bound_at]);
+    }
     const list = [];
     for (const [name, value] of fields) {
       let shown = value === null || value === undefined ? '—' : String(value);

@@ -212,6 +212,48 @@ extension RealProcesses {
             }
         }
 
+        @Test("A debounce shows its rule and its bound under its deadline, a cooldown its rule, a plain one neither")
+        func rulesAndBound() async throws {
+            try await withDashboard { server, browser in
+                let debounced = try await server.post(
+                    "/api/countdowns/cart-mail/debounce", jsonBody(["quiet": "10m", "max_wait": "30m"]),
+                    token: Self.token)
+                let boundAt = try #require(debounced.object?["bound_at"] as? String, "\(debounced.summary)")
+                let cooldown = try await server.post(
+                    "/api/countdowns/resend/cooldown", jsonBody(["duration": "1h"]), token: Self.token)
+                #expect(cooldown.status == 200, "\(cooldown.summary)")
+                try await countdown(["start", "plain", "20m"])
+                try await open(browser, server)
+                try await eventually("the three rows are listed", limit: 10) {
+                    Set(try await rowKeys(browser)) == ["cart-mail", "resend", "plain"]
+                }
+
+                // The bound as the page shows a time: the time of day, with the date when not today.
+                let script = """
+                    const d = new Date(arguments[0]);
+                    const time = { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' };
+                    const today = d.toDateString() === new Date().toDateString();
+                    const options = today ? time : { year: 'numeric', month: '2-digit', day: '2-digit', ...time };
+                    return new Intl.DateTimeFormat(undefined, options).format(d);
+                    """
+                let local = try #require(try await browser.execute(script, [boundAt]) as? String)
+                let bound = try await browser.find("tr[data-key=\"cart-mail\"] td.deadline .bound")
+                #expect(try await browser.text(bound) == "bound ≤ \(local)", "the bound \(boundAt)")
+                let rule = try await browser.find("tr[data-key=\"cart-mail\"] td.kind .rule")
+                #expect(try await browser.text(rule) == "debounce")
+                let cooldownRule = try await browser.find("tr[data-key=\"resend\"] td.kind .rule")
+                #expect(try await browser.text(cooldownRule) == "cooldown")
+                let hidden = """
+                    return ['resend', 'plain'].map((key) => {
+                      const row = document.querySelector(`tr[data-key="${key}"]`);
+                      return [row.querySelector('.bound').hidden, row.querySelector('.rule').hidden];
+                    });
+                    """
+                let flags = try await browser.execute(hidden) as? [[Bool]]
+                #expect(flags == [[true, false], [true, true]], "no bound but for the debounce, no rule for plain")
+            }
+        }
+
         @Test("A hostile key renders as text: exactly the key, no element made of it, no script run")
         func hostileKeyIsText() async throws {
             try await withDashboard { server, browser in
