@@ -39,7 +39,6 @@ extension PostgresTransaction {
         let checkpoint = try Checkpoint(row: r)
         checkpointRead = checkpoint
         serverMs = try r.int(16)
-        lastEventAtMs = try r.optionalInt(17)
         soonestRead = SoonestDeadlines(wall: try r.optionalInt(14), active: try r.optionalInt(15))
         return (checkpoint, try Lease(row: r, from: 11), soonestRead)
     }
@@ -72,12 +71,10 @@ extension PostgresTransaction {
             (server, uncertainty) = engine.serverClock.filtered(server: server, boot: boot, uncertainty: uncertainty)
         }
         serverAtReading = server
-        // Writers leave the checkpoint behind: on another host's checkpoint, now is never placed
-        // before the last write's instant (see `ServerClockEstimate`).
         return engine.serverClock.reading(
             server: server, boot: boot, uncertainty: uncertainty, checkpoint: checkpointRead,
-            bootScope: engine.bootScope, stepTolerance: engine.clockStepToleranceMs,
-            floor: lastEventAtMs.map { $0 - (checkpointRead?.calibrationOffset ?? 0) })
+            bootScope: engine.bootScope,
+            stepTolerance: engine.clockStepToleranceMs)
     }
 
     /// In a write transaction, what the store reads of items it may change stays locked until

@@ -14,8 +14,6 @@ final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
     let watch: StatementWatch
     /// The server's clock and the checkpoint, as the last ``clocks()`` read them.
     var serverMs: Int64?
-    /// The instant of the store's last event, read with the clocks: the latest W a write used.
-    var lastEventAtMs: Int64?
     /// This host's boot clock right before the last ``clocks()`` statement was sent.
     var bootBeforeClocks: Int64?
     /// The server's clock at the instant of the last ``clockReading(_:)`` (uncorrected).

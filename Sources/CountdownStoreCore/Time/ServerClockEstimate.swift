@@ -68,16 +68,8 @@ package final class ServerClockEstimate: @unchecked Sendable {
     /// when the server's clock was moved. When the server's clock stepped by more than
     /// `stepTolerance` (plus the uncertainty) and the holder has not recorded it yet, this host
     /// counts on its boot clock from the last reading, as the holder does, until it does.
-    ///
-    /// `floor` is the system clock a write of the store already used (its last event's instant,
-    /// less the calibration offset): on another host's checkpoint, a reading behind it comes from
-    /// a clock stepped back while no host counted (or before this host read it), since writers
-    /// leave the checkpoint behind. This host then counts on its boot clock from that instant,
-    /// so that now is never placed before what a write stored and time goes on, until the holder
-    /// records the step.
     package func reading(
-        server: Int64, boot: Int64, uncertainty: Int64, checkpoint: Checkpoint?, bootScope: String,
-        stepTolerance: Int64, floor: Int64? = nil
+        server: Int64, boot: Int64, uncertainty: Int64, checkpoint: Checkpoint?, bootScope: String, stepTolerance: Int64
     ) -> ClockReading {
         let own = checkpoint?.bootID == bootScope
         let skew = checkpoint?.clockSkew ?? 0
@@ -86,10 +78,6 @@ package final class ServerClockEstimate: @unchecked Sendable {
             corrected = predicted
         } else {
             record(server: server - skew, boot: boot)
-        }
-        if !own, let floor, corrected < floor {
-            corrected = floor
-            record(server: floor, boot: boot)
         }
         return ClockReading(system: corrected, boot: boot, bootID: bootScope, uncertainty: uncertainty)
     }
