@@ -98,10 +98,13 @@ let package = Package(
             plugins: ["EmbedFiles"]
         ),
         .target(name: "CountdownStoreUI", dependencies: ["CountdownStore"]),
+        // The git commit the tool is built from, read before each build (`countdown --version`).
+        .target(name: "CountdownBuildInfo", plugins: ["BuildInfo"]),
         .executableTarget(
             name: "countdown",
             dependencies: [
                 "CountdownStore",
+                "CountdownBuildInfo",
                 "CountdownStorePostgres",
                 "CountdownStoreServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -154,6 +157,7 @@ let package = Package(
             capability: .buildTool(),
             dependencies: ["EmbedFilesTool"]
         ),
+        .plugin(name: "BuildInfo", capability: .buildTool()),
         .testTarget(
             name: "CountdownStoreTests",
             dependencies: [

@@ -52,7 +52,18 @@ extension CountdownStore {
         postgresURL url: String, schema: String? = nil, wakeUps: PostgresWakeUps? = nil,
         configuration: Configuration = Configuration()
     ) async throws(CountdownError) {
-        let target = try PostgresConnectionString(url, defaultApplicationName: ProcessInfo.processInfo.processName)
+        try await self.init(
+            postgresURL: url, schema: schema, wakeUps: wakeUps, configuration: configuration,
+            defaultApplicationName: ProcessInfo.processInfo.processName)
+    }
+
+    /// As ``init(postgresURL:schema:wakeUps:configuration:)``, with the `application_name` the
+    /// servers see when neither the string nor `PGAPPNAME` names one (the tool names its version).
+    package convenience init(
+        postgresURL url: String, schema: String? = nil, wakeUps: PostgresWakeUps? = nil,
+        configuration: Configuration = Configuration(), defaultApplicationName: String
+    ) async throws(CountdownError) {
+        let target = try PostgresConnectionString(url, defaultApplicationName: defaultApplicationName)
         try target.checkTLSFiles()
         let schema = schema ?? target.schema
         let wakeUps = wakeUps ?? target.wakeUps ?? .notifications

@@ -219,6 +219,8 @@ struct StatusJSON: Encodable, Sendable {
         enum CodingKeys: String, CodingKey { case name, acknowledgedThrough = "acknowledged_through", lag }
     }
 
+    /// The package's version (`CountdownStore.version`).
+    var version = CountdownStore.version
     var now: String
     var nowMs: Int64
     var readOnly: Bool
@@ -229,7 +231,7 @@ struct StatusJSON: Encodable, Sendable {
     var consumers: [Consumer]
 
     enum CodingKeys: String, CodingKey {
-        case now, nowMs = "now_ms", readOnly = "read_only", counts, groups, clock, lease, consumers
+        case version, now, nowMs = "now_ms", readOnly = "read_only", counts, groups, clock, lease, consumers
     }
 
     init(
@@ -264,6 +266,7 @@ struct StatusJSON: Encodable, Sendable {
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(version, forKey: .version)
         try container.encode(now, forKey: .now)
         try container.encode(nowMs, forKey: .nowMs)
         try container.encode(readOnly, forKey: .readOnly)

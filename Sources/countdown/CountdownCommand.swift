@@ -17,6 +17,7 @@ struct CountdownCommand: AsyncParsableCommand {
             operation), 66 not found, 74 storage failure (unreadable, foreign or newer database, \
             disk full, I/O error), 75 still cooling down (cooldown).
             """,
+        version: ToolVersion.text,
         subcommands: [
             Start.self, StartStopwatch.self, Cooldown.self, Debounce.self, Show.self, List.self,
             Pause.self, Resume.self, Cancel.self, Restart.self, Remove.self, Extend.self, Shorten.self,

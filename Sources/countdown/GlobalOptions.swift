@@ -51,7 +51,8 @@ struct GlobalOptions: ParsableArguments {
         if let claimTimeout { configuration.claimTimeout = claimTimeout }
         if let retention { configuration.retention = retention }
         if isPostgresURL(path) {
-            return try await CountdownStore(postgresURL: path, configuration: configuration)
+            return try await CountdownStore(
+                postgresURL: path, configuration: configuration, defaultApplicationName: ToolVersion.applicationName)
         }
         let folder = (path as NSString).deletingLastPathComponent
         if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {

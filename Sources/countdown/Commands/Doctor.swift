@@ -1,4 +1,5 @@
 import ArgumentParser
+import CountdownBuildInfo
 import CountdownStore
 import CountdownStorePostgres
 import Foundation
@@ -76,6 +77,7 @@ extension CountdownCommand {
         private func text(_ report: StoreDiagnostics, path: String) -> String {
             let clock = report.clock
             var lines = [
+                "version        \(CountdownStore.version) (commit \(BuildInfo.commit))",
                 "database       \(TerminalText.safe(path))",
                 "schema         \(report.appliedMigrations.count) of \(report.knownMigrations.count) migrations "
                     + "applied (\(report.appliedMigrations.last ?? "none"))",
@@ -111,6 +113,8 @@ extension CountdownCommand {
         private func json(_ report: StoreDiagnostics, path: String, healthy: Bool) -> JSON {
             let clock = report.clock
             return .object([
+                ("version", .string(CountdownStore.version)),
+                ("commit", .string(BuildInfo.commit)),
                 ("path", .string(path)),
                 ("ok", .bool(healthy)),
                 (

@@ -2,6 +2,8 @@ import Foundation
 import GRDB
 import Testing
 
+import CountdownStoreCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -743,6 +745,7 @@ extension RealProcesses {
                 let status = try await server.get("/api/status")
                 #expect(status.status == 200, "\(status.summary)")
                 #expect(status.object?["read_only"] as? Bool == false)
+                #expect(status.object?["version"] as? String == CountdownStoreCore.CountdownStore.version, "\(status.summary)")
                 #expect(
                     (status.object?["lease"] as? [String: Any])?["this_server"] as? Bool == true, "\(status.summary)")
                 #expect(status.header("X-Countdown-Now-Ms") != nil)
