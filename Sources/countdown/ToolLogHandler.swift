@@ -34,7 +34,7 @@ enum LogFormat: String, CaseIterable, ExpressibleByArgument, Sendable {
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
         var status = stat()
         guard fstat(2, &status) == 0 else { return false }
-        return UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
+        return UInt64(truncatingIfNeeded: status.st_dev) == device && UInt64(truncatingIfNeeded: status.st_ino) == inode
     }
 }
 
@@ -126,8 +126,11 @@ struct ToolLogHandler: LogHandler {
             let text = oneLine("\(value)")
             let plain = !text.isEmpty && !text.contains { $0 == " " || $0 == "\"" || $0 == "=" }
             let shown =
-                plain ? text : "\"" + text.replacingOccurrences(of: "\\", with: "\\\\")
-                .replacingOccurrences(of: "\"", with: "\\\"") + "\""
+                plain
+                ? text
+                : "\""
+                    + text.replacingOccurrences(of: "\\", with: "\\\\")
+                    .replacingOccurrences(of: "\"", with: "\\\"") + "\""
             return " \(oneLine(key))=\(shown)"
         }.joined()
     }
