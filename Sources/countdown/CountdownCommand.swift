@@ -1,6 +1,7 @@
 import ArgumentParser
 import CountdownStore
 import Foundation
+import Logging
 
 /// `countdown`: many named countdowns kept in SQLite.
 struct CountdownCommand: AsyncParsableCommand {
@@ -29,6 +30,8 @@ struct CountdownCommand: AsyncParsableCommand {
 @main
 enum Main {
     static func main() async {
+        // Every logger of the process (the libraries' too) writes through the tool's handler, on stderr.
+        LoggingSystem.bootstrap { label in ToolLogHandler(label: label) }
         do {
             var command = try CountdownCommand.parseAsRoot(
                 globalOptionsAfterSubcommand(Array(CommandLine.arguments.dropFirst())))
@@ -53,18 +56,20 @@ enum Main {
         }
     }
 
-    /// `--db PATH` is global: accepted before the subcommand name too (`countdown --db x list`),
-    /// where it is moved behind the name for the subcommand to parse. A negative number
+    /// `--db PATH`, `--log-format F` and `--log-level L` are global: accepted before the
+    /// subcommand name too (`countdown --db x list`), where they are moved behind the name for
+    /// the subcommand to parse. A negative number
     /// (`-5s`) is an argument, not an option: it is passed after `--` so that the duration
     /// parser can refuse it by name.
     static func globalOptionsAfterSubcommand(_ arguments: [String]) -> [String] {
+        let globalOptions = ["--db", "--log-format", "--log-level"]
         var leading: [String] = []
         var rest = arguments[...]
         while let first = rest.first {
-            if first == "--db", rest.count >= 2 {
+            if globalOptions.contains(first), rest.count >= 2 {
                 leading += rest.prefix(2)
                 rest = rest.dropFirst(2)
-            } else if first.hasPrefix("--db=") {
+            } else if globalOptions.contains(where: { first.hasPrefix($0 + "=") }) {
                 leading.append(first)
                 rest = rest.dropFirst()
             } else {

@@ -4,12 +4,9 @@ import CountdownStorePostgres
 import Foundation
 import Logging
 
-/// The tool's logger: warnings and errors only, on stderr, so stdout stays the tool's output.
-let toolLogger: Logger = {
-    var logger = Logger(label: "countdown") { label in StreamLogHandler.standardError(label: label) }
-    logger.logLevel = .warning
-    return logger
-}()
+/// The tool's logger: on stderr, so stdout stays the tool's output, from `--log-level` (default
+/// warning) in `--log-format` (``ToolLogSettings``).
+let toolLogger = Logger(label: "countdown") { label in ToolLogHandler(label: label) }
 
 /// Options every subcommand takes.
 struct GlobalOptions: ParsableArguments {
@@ -20,6 +17,28 @@ struct GlobalOptions: ParsableArguments {
                 + "(postgres://USER@HOST:PORT/DB, or host=H dbname=DB …).",
             valueName: "path"))
     var db: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How log lines on stderr are written: text, json (one object per line), journal (journald's "
+                + "<N> priority prefixes), or auto: journal when stderr is the journal, else text.",
+            valueName: "format"))
+    var logFormat: LogFormat = .auto
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The least severe log lines written: trace, debug, info, notice, warning, error or critical.",
+            valueName: "level"))
+    var logLevel: Logger.Level = .warning
+
+    /// Makes `--log-format` and `--log-level` the process's, before anything is logged (the parser
+    /// calls this once the options are read, before the command runs).
+    func validate() throws {
+        let settings = ToolLogSettings(format: logFormat.resolved(), level: logLevel)
+        ToolLogSettings.current.withLock { $0 = settings }
+    }
 
     /// `--db`, else `$COUNTDOWN_DB`, else `$XDG_DATA_HOME/countdown/<file>` (or `~/.local/share/...`).
     func databasePath(defaultFile: String = "countdowns.sqlite") -> String {

@@ -40,6 +40,10 @@ public final class CountdownTicker: Service, Sendable {
         /// The engine's upkeep while the ticker runs (the embedded engine's log checkpointer, for a store on
         /// its own file).
         var upkeep: (any EngineUpkeep)?
+        /// The boot-clock instant (ms) at which the loop last began a pass; nil while not running.
+        var lastPassBoot: Int64?
+        /// How many passes the loop has completed since ``run()`` began.
+        var completedPasses = 0
     }
 
     /// A ticker for `store`. It does nothing until ``run()``.
@@ -55,6 +59,30 @@ public final class CountdownTicker: Service, Sendable {
 
     /// The lease as of the last heartbeat: whether this ticker is the one advancing time.
     public var leaseStatus: CountdownStore.LeaseStatus? { state.withLock { $0.lease } }
+
+    /// How long ago, on the store's boot clock (`store.configuration.clock`), the timer loop last
+    /// began a pass; `nil` while the ticker is not running.
+    ///
+    /// The loop begins a pass at least once a second while idle, at once after each batch of a
+    /// backlog, and at most a second after a lost connection; a pass that waits on the database
+    /// (another process's lock, a server that does not answer) lets the age grow. An age well
+    /// over a second therefore means a loop that is stuck, which is what a watchdog looks for:
+    /// `countdown run` and `countdown serve` stop pinging systemd's watchdog once the age reaches
+    /// half the watchdog interval (at least 2 s), so that systemd restarts a hung ticker.
+    /// Reading it takes a lock, no database access.
+    public var lastPassAge: Duration? {
+        guard let last = state.withLock({ $0.lastPassBoot }) else { return nil }
+        return .milliseconds(max(0, store.configuration.clock.bootMilliseconds - last))
+    }
+
+    /// How many passes of the timer loop have completed since ``run()`` began (a pass: the
+    /// heartbeat when due, a look for other processes' writes, the expiries due, the display
+    /// ticks); 0 until the first is done and while the ticker is not running.
+    ///
+    /// Once it is 1 or more, the store is open, the lease decided (``leaseStatus``) and what was
+    /// due recorded or being recorded: the moment a host reports itself ready (systemd's
+    /// `READY=1`). Reading it takes a lock, no database access.
+    public var completedPasses: Int { state.withLock { $0.completedPasses } }
 
     /// Runs the timer loop until the task is cancelled or the service group shuts down gracefully;
     /// then writes a final heartbeat and frees the lease.
@@ -82,6 +110,8 @@ public final class CountdownTicker: Service, Sendable {
             state.withLock { state in
                 state.running = false
                 state.lease = nil
+                state.lastPassBoot = nil
+                state.completedPasses = 0
             }
         }
         let upkeep = try store.startUpkeep()
@@ -190,6 +220,7 @@ public final class CountdownTicker: Service, Sendable {
         while true {
             try Task.checkCancellation()
             let passBoot = clock.bootMilliseconds
+            state.withLock { $0.lastPassBoot = passBoot }
             let version = store.changes.version
             let nextTick: Int64?
             do {
@@ -239,12 +270,16 @@ public final class CountdownTicker: Service, Sendable {
                         // deadline, after a pause for other processes' writes and the upkeep.
                         batch = min(batch * 2, store.configuration.expiryBatchSize)
                         seenVersion = store.changes.version
+                        passCompleted()
                         await upkeep?.betweenBatches()
                         await store.leaveWritesToOthers()
                         continue
                     }
                     batch = Self.firstBatch
-                    if recorded > 0 { continue }  // the expiries bumped the version: look at the next deadline
+                    if recorded > 0 {
+                        passCompleted()
+                        continue
+                    }  // the expiries bumped the version: look at the next deadline
                     // Nothing to record after all (another host is recording those rows, or
                     // recorded them): wait for its commit or the next poll, not in a loop.
                     dueBoot = nil
@@ -275,6 +310,7 @@ public final class CountdownTicker: Service, Sendable {
             if let dueBoot { wake = min(wake, dueBoot) }
             if let nextTick { wake = min(wake, nextTick) }
             upkeep?.idle(untilNextDeadlineMs: dueBoot.map { $0 - clock.bootMilliseconds })
+            passCompleted()
             markAsleep(until: wake, version: seenVersion)
             defer { markAwake() }
             try await store.changes.wait(after: seenVersion, orUntilBoot: wake, on: clock)
@@ -303,6 +339,11 @@ public final class CountdownTicker: Service, Sendable {
             }
             if done { return }
         }
+    }
+
+    /// Counts a pass of the loop done (``completedPasses``).
+    func passCompleted() {
+        state.withLock { $0.completedPasses += 1 }
     }
 
     func markAsleep(until wake: Int64, version: UInt64) {

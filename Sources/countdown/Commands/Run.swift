@@ -68,12 +68,17 @@ extension CountdownCommand {
             let stopping = StopDeadline(bound: store.stopBound)
             let output = ExpiryOutput(store: store, group: group, consumer: consumer, command: exec, stopping: stopping)
             let ticker = CountdownTicker(store: store)
-            // The ticker and the printer side by side; SIGINT or SIGTERM cancels both, the ticker
-            // then writes its final heartbeat. (No timers of its own: see `BootSleeper`.)
+            let notifier = SystemdNotifier.shared
+            // The ticker and the printer side by side (and, under systemd, what it is told);
+            // SIGINT or SIGTERM cancels them, the ticker then writes its final heartbeat. (No
+            // timers of its own: see `BootSleeper`.)
             let work = Task {
                 try await withThrowingTaskGroup(of: Void.self) { tasks in
                     tasks.addTask { try await ticker.run() }
                     tasks.addTask { try await output.run() }
+                    if notifier.isEnabled {
+                        tasks.addTask { try await SystemdSupervision(notifier: notifier, ticker: ticker).run() }
+                    }
                     defer { tasks.cancelAll() }
                     _ = try await tasks.next()
                 }
@@ -83,6 +88,7 @@ extension CountdownCommand {
             let outer = StopDeadline(bound: store.stopBound + .seconds(1))
             let waiting = Task { await BoundedWait.result(of: work, by: outer, passingCancellation: true) }
             let stop = SignalStop {
+                notifier.notify(["STOPPING": "1", "STATUS": "stopping"])
                 stopping.start()
                 waiting.cancel()
             }
@@ -269,6 +275,8 @@ struct ExpiryOutput {
         environment["COUNTDOWN_LATE_MS"] = String(event.late.map(milliseconds) ?? 0)
         environment["COUNTDOWN_GENERATION"] = String(event.generation ?? 0)
         environment["COUNTDOWN_DEADLINE_AT"] = event.deadlineAt.map { StoreTime.iso8601($0) } ?? ""
+        // systemd's notification socket and watchdog are this process's alone (sd_notify(3)).
+        for name in SystemdNotifier.variables { environment.removeValue(forKey: name) }
         process.environment = environment
         return try await withCheckedThrowingContinuation { continuation in
             process.terminationHandler = { finished in continuation.resume(returning: finished.terminationStatus) }

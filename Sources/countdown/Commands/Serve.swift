@@ -124,6 +124,7 @@ extension CountdownCommand {
                 ? "open writes: the proxy in front decides"
                 : token == nil ? "read-only: no token" : "writes need the token"
             let limits = ConnectionLimits.standard
+            let listening = Locked(false)
             let app = Application(
                 router: router,
                 server: .http1(configuration: .init(additionalChannelHandlers: [limits.handler()])),
@@ -134,14 +135,23 @@ extension CountdownCommand {
                     let bound = channel.localAddress?.port ?? port
                     FileHandle.standardOutput.write(
                         Data("countdown serve: http://\(host):\(bound)/ (\(access))\n".utf8))
+                    listening.withLock { $0 = true }
                 }, logger: serverLogger)
+            let ticker = CountdownTicker(store: store)
+            let notifier = SystemdNotifier.shared
+            let supervision = SystemdSupervision(notifier: notifier, ticker: ticker) {
+                listening.withLock { $0 }
+            }
+            // Shut down in the reverse order: systemd hears of the stop first, then the open event
+            // streams end (so that the server's stop is not held back), the server, the ticker.
             let group = ServiceGroup(
                 configuration: .init(
                     services: [
-                        .init(service: CountdownTicker(store: store)),
+                        .init(service: ticker),
+                        .init(service: SupervisionService(supervision: supervision)),
                         .init(service: app),
-                        // Shut down first: the open event streams end, so the server's stop is not held back.
                         .init(service: StreamsStopper(dashboard: dashboard)),
+                        .init(service: StoppingNotice(notifier: notifier)),
                     ],
                     gracefulShutdownSignals: [.sigterm, .sigint],
                     cancellationSignals: [],
@@ -196,5 +206,34 @@ struct StreamsStopper: Service {
     func run() async throws {
         try? await gracefulShutdown()
         dashboard.stopStreams()
+    }
+}
+
+/// Tells systemd, while the server runs, that it is ready, its status and that its ticker goes
+/// round (``SystemdSupervision``), until a graceful shutdown begins.
+struct SupervisionService: Service, CustomStringConvertible {
+    let supervision: SystemdSupervision
+
+    var description: String { "SystemdSupervision" }
+
+    func run() async throws {
+        guard supervision.notifier.isEnabled else {
+            try? await gracefulShutdown()
+            return
+        }
+        // It ends by a cancellation, once the shutdown begins: nothing to report.
+        _ = try? await cancelWhenGracefulShutdown { try await supervision.run() }
+    }
+}
+
+/// Tells systemd `STOPPING=1` once a graceful shutdown begins (SIGTERM, SIGINT).
+struct StoppingNotice: Service, CustomStringConvertible {
+    let notifier: SystemdNotifier
+
+    var description: String { "SystemdStoppingNotice" }
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        notifier.notify(["STOPPING": "1", "STATUS": "stopping"])
     }
 }
