@@ -55,7 +55,8 @@ static_libs="$root/.build/static-libs"
 mkdir -p "$static_libs"
 ln -sf "$(gcc -print-file-name=libstdc++.a)" "$static_libs/libstdc++.a"
 build_flags=(-c "$configuration" --static-swift-stdlib --disable-local-rpath
-    -Xswiftc -Xclang-linker -Xswiftc -static-libgcc -Xlinker "-L$static_libs")
+    -Xswiftc -Xclang-linker -Xswiftc -static-libgcc -Xlinker "-L$static_libs"
+    -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now)
 swift build "${build_flags[@]}" --product countdown
 binary="$(swift build "${build_flags[@]}" --show-bin-path)/countdown"
 
@@ -103,13 +104,16 @@ parser="$root/.build/checkouts/swift-argument-parser"
 swift build --package-path "$parser" --scratch-path "$root/.build/generate-manual" -c release \
     --product generate-manual
 manual="$staging/manual"
+mkdir -p "$manual"
 date=$(date -u -d "@$epoch" +%Y-%m-%d)
 "$root/.build/generate-manual/release/generate-manual" "$stripped" --output-directory "$manual" \
     --date "$date" --section 1 --authors "The CountdownStore authors"
-cp "$manual/countdown.1" "$staging/countdown.1"
+# An empty line in mdoc is a paragraph break groff warns about: said as one.
+sed 's/^$/.Pp/' "$manual/countdown.1" > "$staging/countdown.1"
 
 echo "==> completions"
-"$stripped" --generate-completion-script bash > "$staging/countdown.bash"
+# bash-completion sources its files: no interpreter line.
+"$stripped" --generate-completion-script bash | sed '1{/^#!/d}' > "$staging/countdown.bash"
 "$stripped" --generate-completion-script zsh > "$staging/_countdown"
 "$stripped" --generate-completion-script fish > "$staging/countdown.fish"
 "$stripped" --version
@@ -138,7 +142,6 @@ install -D -m 0644 Packaging/systemd/countdown.service "$package/lib/systemd/sys
 install -D -m 0644 Packaging/systemd/countdown-serve.service "$package/lib/systemd/system/countdown-serve.service"
 install -D -m 0644 Packaging/debian/default "$package/etc/default/countdown"
 install -D -m 0644 Packaging/debian/copyright "$package/usr/share/doc/countdown/copyright"
-install -D -m 0644 Packaging/debian/lintian-overrides "$package/usr/share/lintian/overrides/countdown"
 gzip -9n < README.md > "$package/usr/share/doc/countdown/README.md.gz"
 # A native package's changelog, in Debian's format, pointing at the project's own.
 {
@@ -146,8 +149,7 @@ gzip -9n < README.md > "$package/usr/share/doc/countdown/README.md.gz"
     echo
     echo "  * countdown $version: see CHANGELOG.md of CountdownStore $version."
     echo
-    echo " -- $(sed -n 's/^Maintainer: //p' Packaging/debian/control) " \
-        " $(LC_ALL=C date -u -R -d "@$epoch")"
+    echo " -- $(sed -n 's/^Maintainer: //p' Packaging/debian/control)  $(LC_ALL=C date -u -R -d "@$epoch")"
 } | gzip -9n > "$package/usr/share/doc/countdown/changelog.gz"
 chmod 0644 "$package"/usr/share/doc/countdown/*
 install -d -m 0755 "$package/DEBIAN"

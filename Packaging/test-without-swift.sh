@@ -85,9 +85,12 @@ echo "$version" | grep -Eq '^countdown [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{
     || fail "unexpected --version: $version"
 
 db=/var/lib/countdown/test.sqlite
-as_user() { inside setpriv --reuid=countdown --regid=countdown --init-groups env COUNTDOWN_DB=$db "$@"; }
+user_command=(chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/countdown LANG=C.UTF-8
+    setpriv --reuid=countdown --regid=countdown --init-groups env COUNTDOWN_DB=$db)
+as_user() { "${user_command[@]}" "$@"; }
 
 step "start, list"
+rm -f "$root$db" "$root$db-wal" "$root$db-shm"  # a root reused from an earlier run
 as_user countdown start order-2 1h --group payments
 as_user countdown start order-1 4s --group payments
 as_user countdown list | tee "$root/tmp/list.txt"
@@ -103,7 +106,8 @@ echo "$expiry" | grep -q '"event":"expired"' && echo "$expiry" | grep -q '"key":
     || { cat "$root/tmp/run.err" >&2; fail "countdown run printed no expiry of order-1 within 30 s"; }
 
 step "serve, /healthz"
-as_user countdown serve --port 0 > "$root/tmp/serve.out" 2> "$root/tmp/serve.err" &
+# Not through a function: $! is then the server itself (chroot, env and setpriv exec it).
+"${user_command[@]}" countdown serve --port 0 > "$root/tmp/serve.out" 2> "$root/tmp/serve.err" &
 server_pid=$!
 port=""
 for _ in $(seq 1 300); do

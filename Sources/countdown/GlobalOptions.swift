@@ -14,7 +14,7 @@ struct GlobalOptions: ParsableArguments {
         name: .long,
         help: ArgumentHelp(
             "The database file, or a PostgreSQL connection string "
-                + "(postgres://USER@HOST:PORT/DB, or host=H dbname=DB …).",
+                + "(postgres://USER@HOST:PORT/DB, or host=H dbname=DB ...).",
             valueName: "path"))
     var db: String?
 
