@@ -332,9 +332,7 @@ struct SystemdRuleTests {
                     let run = try failingRun(
                         ["--log-level", "info"], db: "\(matching).sqlite", environment: ["JOURNAL_STREAM": stream],
                         shell: "exec 2>>'\(log)'")
-                    func lines() -> [String] {
-                        ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-                    }
+                    func lines() -> [String] { fileLines(log) }
                     try await eventually("a warning was logged", watching: run) {
                         lines().contains { $0.contains("command failed; retrying") }
                     }
@@ -360,9 +358,7 @@ struct SystemdRuleTests {
             func jsonFormat() async throws {
                 let log = folder.path("stderr.log")
                 let run = try failingRun(["--log-format", "json"], db: "json.sqlite", shell: "exec 2>>'\(log)'")
-                func lines() -> [String] {
-                    ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-                }
+                func lines() -> [String] { fileLines(log) }
                 try await eventually("a warning was logged", watching: run) {
                     lines().contains { $0.contains("command failed; retrying") }
                 }
@@ -400,3 +396,8 @@ struct SystemdRuleTests {
     }
 
 #endif
+
+/// The lines written so far to the file at `path` (none while it does not exist).
+private func fileLines(_ path: String) -> [String] {
+    ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+}
