@@ -143,11 +143,12 @@ install -D -m 0644 Packaging/systemd/countdown-serve.service "$package/lib/syste
 install -D -m 0644 Packaging/debian/default "$package/etc/default/countdown"
 install -D -m 0644 Packaging/debian/copyright "$package/usr/share/doc/countdown/copyright"
 gzip -9n < README.md > "$package/usr/share/doc/countdown/README.md.gz"
+gzip -9n < CHANGELOG.md > "$package/usr/share/doc/countdown/CHANGELOG.md.gz"
 # A native package's changelog, in Debian's format, pointing at the project's own.
 {
     echo "countdown ($version) unstable; urgency=medium"
     echo
-    echo "  * countdown $version: see CHANGELOG.md of CountdownStore $version."
+    echo "  * countdown $version: see /usr/share/doc/countdown/CHANGELOG.md.gz."
     echo
     echo " -- $(sed -n 's/^Maintainer: //p' Packaging/debian/control)  $(LC_ALL=C date -u -R -d "@$epoch")"
 } | gzip -9n > "$package/usr/share/doc/countdown/changelog.gz"
