@@ -78,6 +78,14 @@ for file in /usr/share/man/man1/countdown.1.gz /usr/share/bash-completion/comple
     [ -f "$root$file" ] || fail "the package has no $file"
 done
 
+step "systemd-analyze verify: the units as systemd reads them"
+inside sh -c 'DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq --no-install-recommends systemd' \
+    > "$root/tmp/systemd.log" 2>&1 || { tail -20 "$root/tmp/systemd.log" >&2; fail "installing systemd failed"; }
+verified=$(inside systemd-analyze verify --man=no countdown.service countdown-serve.service 2>&1) \
+    || fail "systemd-analyze refused the units: $verified"
+# An unknown or misspelt setting is only a message: any message fails.
+[ -z "$verified" ] || fail "systemd-analyze found problems in the units: $verified"
+
 step "countdown --version"
 version=$(inside countdown --version)
 echo "    $version"
