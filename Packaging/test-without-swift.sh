@@ -34,6 +34,9 @@ if [ -z "$root" ]; then
     root=$(mktemp -d /tmp/countdown-debian.XXXXXX)
     cleanup_root=true
 fi
+# The root's own folder is the chroot's `/`: every user must be able to enter it (mktemp made it
+# 0700, and then nothing but root could load even the C library there).
+chmod 0755 "$root"
 mounted=false
 server_pid=""
 cleanup() {
