@@ -46,6 +46,12 @@ final class SystemdNotifier: Sendable {
         notify(fields.map { "\($0.key)=\($0.value)" }.joined(separator: "\n"))
     }
 
+    /// Says that the process is stopping (`STOPPING=1`): on SIGTERM or SIGINT, before anything
+    /// else of the stop.
+    func notifyStopping() {
+        notify(["STOPPING": "1", "STATUS": "stopping"])
+    }
+
     /// Sends `message` as it is.
     func notify(_ message: String) {
         guard let socketPath else { return }

@@ -277,9 +277,10 @@ public final class CountdownTicker: Service, Sendable {
                     }
                     batch = Self.firstBatch
                     if recorded > 0 {
+                        // The expiries bumped the version: look at the next deadline.
                         passCompleted()
                         continue
-                    }  // the expiries bumped the version: look at the next deadline
+                    }
                     // Nothing to record after all (another host is recording those rows, or
                     // recorded them): wait for its commit or the next poll, not in a loop.
                     dueBoot = nil

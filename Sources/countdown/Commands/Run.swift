@@ -88,7 +88,7 @@ extension CountdownCommand {
             let outer = StopDeadline(bound: store.stopBound + .seconds(1))
             let waiting = Task { await BoundedWait.result(of: work, by: outer, passingCancellation: true) }
             let stop = SignalStop {
-                notifier.notify(["STOPPING": "1", "STATUS": "stopping"])
+                notifier.notifyStopping()
                 stopping.start()
                 waiting.cancel()
             }

@@ -234,6 +234,6 @@ struct StoppingNotice: Service, CustomStringConvertible {
 
     func run() async throws {
         try? await gracefulShutdown()
-        notifier.notify(["STOPPING": "1", "STATUS": "stopping"])
+        notifier.notifyStopping()
     }
 }
