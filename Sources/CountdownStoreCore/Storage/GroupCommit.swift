@@ -22,7 +22,17 @@ final class GroupedWrite: @unchecked Sendable {
     /// For the start of a key, how a group may insert it with the group's other new keys.
     let start: GroupedStart?
     var result: Result<any Sendable, CountdownError>?
+    /// Where the caller waits: queued for a group, or for the group it leads to end.
     var continuation: CheckedContinuation<GroupRole, Never>?
+
+    /// Resumes the caller, if it waits (once: the continuation is used up).
+    func resume(_ role: GroupRole) {
+        // Read under no lock: only the task that leads the group holding this write reaches it,
+        // and the continuation was set before the write was queued or its group's task began.
+        let continuation = self.continuation
+        self.continuation = nil
+        continuation?.resume(returning: role)
+    }
 
     init(
         _ operation: WriteOperation, notifies: Bool, start: GroupedStart?,
@@ -49,7 +59,7 @@ enum GroupRole: Sendable {
     /// Its write has its result.
     case done
     /// It leads these writes (its own first) in the next transaction; `siblings` callers of the
-    /// group before were just answered, and may be about to write again.
+    /// group before were just answered, are not in this group, and may be about to write again.
     case lead([GroupedWrite], siblings: Int)
 }
 
@@ -114,22 +124,22 @@ package final class WriteGroups: Sendable {
     }
 
     /// Ends a group: `unfinished` (left over by a group that reached its bound) go back to the
-    /// front of the queue; every write of `finished` but `leader` is resumed with its result;
+    /// front of the queue; every write of `finished` that waits is resumed with its result;
     /// then the next group (at most `limit` writes, in the order they came) is handed to its
     /// first write, or, with nobody waiting, the first caller to write next leads and lets the
-    /// others of this group come. Returns nothing: the leader reads its own result.
-    func finish(_ finished: [GroupedWrite], unfinished: [GroupedWrite], leader: GroupedWrite, limit: Int) {
+    /// others of this group come.
+    func finish(_ finished: [GroupedWrite], unfinished: [GroupedWrite], limit: Int) {
         state.withLock { state in
             state.stats.groups += 1
             state.stats.writes += finished.count
             state.stats.largest = max(state.stats.largest, finished.count)
             state.waiting.insert(contentsOf: unfinished, at: 0)
         }
-        // The callers answered go first: while this group still counts as under way, those that
-        // write again queue behind the writes already waiting, and the next leader, resumed after
-        // them, finds them ready to run ahead of it.
-        for write in finished where write !== leader {
-            write.continuation?.resume(returning: .done)
+        // The callers answered go first, their leader among them: while this group still counts
+        // as under way, those that write again queue behind the writes already waiting, and the
+        // next leader, resumed after them, finds them ready to run ahead of it.
+        for write in finished {
+            write.resume(.done)
         }
         let next = state.withLock { state -> [GroupedWrite] in
             guard !state.waiting.isEmpty else {
@@ -142,11 +152,8 @@ package final class WriteGroups: Sendable {
             state.waiting.removeFirst(count)
             return next
         }
-        if let first = next.first {
-            // Read under no lock: only the queue's owner (this leader) reaches a queued write's
-            // continuation, and it was set before the write was queued.
-            first.continuation?.resume(returning: .lead(next, siblings: finished.count - 1))
-        }
+        // Every caller just answered may come again.
+        next.first?.resume(.lead(next, siblings: finished.count))
     }
 
     /// Takes up to `count` more of the writes waiting, in the order they came, for the group
@@ -190,7 +197,7 @@ extension CountdownStore {
         case .done:
             break
         case .lead(var group, let siblings):
-            if siblings > 0 {
+            if siblings > 0, group.count < engine.groupedWriteLimit {
                 // A server's commit delay for its commit siblings, without a timer: the callers
                 // the last group just answered are running again, and most are about to write.
                 // Let them come (each yield lets the tasks ready to run go first; at most 8, and
@@ -199,7 +206,7 @@ extension CountdownStore {
                 var seen = -1
                 for _ in 0..<8 {
                     let waiting = groups.waitingCount
-                    if group.count + waiting > siblings || waiting == seen { break }
+                    if waiting >= siblings || waiting == seen { break }
                     seen = waiting
                     await Task.yield()
                 }
@@ -210,8 +217,13 @@ extension CountdownStore {
             } else {
                 // In a task of its own, which the leader's cancellation does not reach: a request
                 // handler whose client went away must not fail the other callers' writes.
-                let store = self
-                await Task { await store.commit(group) }.value
+                // Its leader waits to be resumed with the others it led, not for the task to end:
+                // resumed in the same turn, it comes back in time to join the next group.
+                let (store, committed) = (self, group)
+                _ = await withCheckedContinuation { (continuation: CheckedContinuation<GroupRole, Never>) in
+                    write.continuation = continuation
+                    Task { await store.commit(committed) }
+                }
             }
         }
         guard let result = write.result else {
@@ -238,7 +250,7 @@ extension CountdownStore {
             await together(group)
         }
         groups.finish(
-            group.filter { $0.result != nil }, unfinished: group.filter { $0.result == nil }, leader: leader,
+            group.filter { $0.result != nil }, unfinished: group.filter { $0.result == nil },
             limit: engine.groupedWriteLimit)
     }
 
