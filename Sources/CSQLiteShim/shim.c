@@ -1,1 +1,176 @@
-// Intentionally empty: the helpers are inline in the header.
+#define _GNU_SOURCE
+#include "CSQLiteShim.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+// SQLite's unix VFS, run as root, gives every `-wal` and `-shm` file it opens (which it opens with
+// O_CREAT, whether it creates them or not) the owner of the database file, by calling fchown at
+// every opening. When the owner is already that one, the call changes nothing but the file's
+// ctime, yet it still waits for the file's inode, which a busy writer or a checkpoint beside it
+// can hold for a hundred milliseconds and more. This replacement asks first (fstat reads without
+// waiting) and calls the real fchown only when the owner differs.
+
+typedef int (*countdown_fchown_fn)(int, uid_t, gid_t);
+
+static countdown_fchown_fn countdown_real_fchown = 0;
+static pthread_once_t countdown_fchown_once = PTHREAD_ONCE_INIT;
+static int countdown_fchown_result = SQLITE_ERROR;
+
+static int countdown_needful_fchown(int fd, uid_t uid, gid_t gid) {
+    struct stat status;
+    if (fstat(fd, &status) == 0 && status.st_uid == uid && status.st_gid == gid) return 0;
+    return countdown_real_fchown ? countdown_real_fchown(fd, uid, gid) : fchown(fd, uid, gid);
+}
+
+static void countdown_install_fchown(void) {
+    sqlite3_vfs *vfs = sqlite3_vfs_find("unix");
+    if (vfs == 0 || vfs->iVersion < 3 || vfs->xGetSystemCall == 0 || vfs->xSetSystemCall == 0) return;
+    sqlite3_syscall_ptr real = vfs->xGetSystemCall(vfs, "fchown");
+    if (real == 0) return;
+    countdown_real_fchown = (countdown_fchown_fn)real;
+    countdown_fchown_result = vfs->xSetSystemCall(vfs, "fchown", (sqlite3_syscall_ptr)countdown_needful_fchown);
+}
+
+int countdown_skip_needless_fchown(void) {
+    pthread_once(&countdown_fchown_once, countdown_install_fchown);
+    return countdown_fchown_result;
+}
+
+// Writers waiting, as other processes see them. SQLite's write lock is a byte of the `-shm` file
+// that a writer takes without waiting, retrying after a sleep while it is busy: nobody queues, and
+// a writer that sleeps through the short gaps between a busy ticker's batches can miss one gap
+// after another. So a store's writer that finds the lock busy says so while it waits, with a
+// shared lock on a byte of the `-shm` file that SQLite does not use (its locks are bytes 120 to
+// 128), and a ticker between two batches looks for that lock and lets the waiting writers in
+// before it takes the next (for a bounded time). The locks are open file description locks
+// (Linux): they belong to a descriptor of our own, and closing it would take none of SQLite's
+// own locks of this process with it. That descriptor stays open for the process's life, one for
+// each `-shm` file (opened again only if the file at that path was replaced); elsewhere this
+// does nothing.
+
+#define COUNTDOWN_WAITING_BYTE 136
+
+struct countdown_shm_file {
+    char *path;
+    int fd;
+    dev_t device;
+    ino_t inode;
+    struct countdown_shm_file *next;
+};
+
+static pthread_mutex_t countdown_shm_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct countdown_shm_file *countdown_shm_files = 0;
+
+/// A descriptor of `db`'s `-shm` file, or -1 (none, or no open file description locks here).
+/// `verify`: whether to check that the file at the path is still the one opened (one stat more).
+static int countdown_shm_fd(sqlite3 *db, int verify) {
+#ifdef F_OFD_SETLK
+    const char *name = sqlite3_db_filename(db, "main");
+    if (name == 0 || name[0] == 0) return -1;
+    size_t length = strlen(name);
+    char *path = malloc(length + 5);
+    if (path == 0) return -1;
+    memcpy(path, name, length);
+    memcpy(path + length, "-shm", 5);
+    int fd = -1;
+    pthread_mutex_lock(&countdown_shm_mutex);
+    struct countdown_shm_file *file = countdown_shm_files;
+    while (file != 0 && strcmp(file->path, path) != 0) file = file->next;
+    if (file != 0 && !verify) {
+        fd = file->fd;
+        pthread_mutex_unlock(&countdown_shm_mutex);
+        free(path);
+        return fd;
+    }
+    struct stat now;
+    if (stat(path, &now) != 0) {
+        pthread_mutex_unlock(&countdown_shm_mutex);
+        free(path);
+        return -1;
+    }
+    if (file != 0 && file->device == now.st_dev && file->inode == now.st_ino) {
+        fd = file->fd;
+        free(path);
+    } else {
+        fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        struct stat opened;
+        if (fd >= 0 && (fstat(fd, &opened) != 0 || opened.st_dev != now.st_dev || opened.st_ino != now.st_ino)) {
+            close(fd);
+            fd = -1;
+        }
+        if (fd < 0) {
+            free(path);
+        } else if (file != 0) {
+            // The file at that path was replaced (every connection had closed it): the old one
+            // holds no lock of SQLite's in this process any more.
+            close(file->fd);
+            file->fd = fd;
+            file->device = opened.st_dev;
+            file->inode = opened.st_ino;
+            free(path);
+        } else {
+            file = malloc(sizeof(struct countdown_shm_file));
+            if (file == 0) {
+                close(fd);
+                fd = -1;
+                free(path);
+            } else {
+                file->path = path;
+                file->fd = fd;
+                file->device = opened.st_dev;
+                file->inode = opened.st_ino;
+                file->next = countdown_shm_files;
+                countdown_shm_files = file;
+            }
+        }
+    }
+    pthread_mutex_unlock(&countdown_shm_mutex);
+    return fd;
+#else
+    (void)db;
+    return -1;
+#endif
+}
+
+int countdown_writer_waits(sqlite3 *db, int waits) {
+#ifdef F_OFD_SETLK
+    int fd = countdown_shm_fd(db, waits);
+    if (fd < 0) return 0;
+    struct flock lock;
+    memset(&lock, 0, sizeof lock);
+    lock.l_type = waits ? F_RDLCK : F_UNLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = COUNTDOWN_WAITING_BYTE;
+    lock.l_len = 1;
+    return fcntl(fd, F_OFD_SETLK, &lock) == 0;
+#else
+    (void)db;
+    (void)waits;
+    return 0;
+#endif
+}
+
+int countdown_writers_waiting(sqlite3 *db, int verify) {
+#ifdef F_OFD_SETLK
+    int fd = countdown_shm_fd(db, verify);
+    if (fd < 0) return 0;
+    struct flock lock;
+    memset(&lock, 0, sizeof lock);
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = COUNTDOWN_WAITING_BYTE;
+    lock.l_len = 1;
+    if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return 0;
+    return lock.l_type != F_UNLCK;
+#else
+    (void)db;
+    (void)verify;
+    return 0;
+#endif
+}

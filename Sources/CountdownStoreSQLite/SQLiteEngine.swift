@@ -70,8 +70,20 @@ struct SQLiteEngine: StorageEngine {
     /// write lock in the pause meant for other processes.
     func leaveWritesToOthers(for pause: Duration) async {
         let microseconds = useconds_t(max(0, pause.milliseconds) * 1000)
-        _ = try? await writer.writeWithoutTransaction { _ in usleep(microseconds) }
+        _ = try? await writer.writeWithoutTransaction { db in
+            usleep(microseconds)
+            // Writers of other processes that say they wait (see shim.c) go first, for a
+            // bounded time: each got the lock in the pause, or gets it as the one before ends.
+            let bound = ContinuousClock.now + Self.othersWaitBound
+            while countdown_writers_waiting(db.sqliteConnection, 1) == 1, ContinuousClock.now < bound {
+                usleep(250)
+            }
+        }
     }
+
+    /// How long a pause between a backlog's batches may go on for other processes' writers that
+    /// wait for the write lock, at most.
+    static let othersWaitBound = Duration.milliseconds(50)
 
     func appliedMigrations() async throws -> [String] {
         try await writer.read { db in try SQLiteMigrator.applied(db) }
@@ -183,16 +195,27 @@ struct SQLiteEngine: StorageEngine {
         default:
             return try begin()
         }
+        // While it waits, the writer says so to the other processes' tickers, which let it in
+        // between their batches rather than leave it to catch a short gap (see shim.c).
+        var waits = false
+        if case .callback = db.configuration.busyMode, countdown_writers_waiting(db.sqliteConnection, 0) == 1 {
+            // Others wait already: go behind them. Taking the lock the moment it is free would
+            // leave a writer that polls for it waiting for as long as this one keeps writing.
+            waits = countdown_writer_waits(db.sqliteConnection, 1) == 1
+            usleep(1000)
+        }
         defer {
             if case .timeout(let seconds) = db.configuration.busyMode {
                 sqlite3_busy_timeout(db.sqliteConnection, CInt(seconds * 1000))
             }
+            if waits { _ = countdown_writer_waits(db.sqliteConnection, 0) }
         }
         while true {
             do {
                 return try attempt()
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline
             {
+                if !waits { waits = countdown_writer_waits(db.sqliteConnection, 1) == 1 }
                 continue
             }
         }
@@ -228,6 +251,9 @@ struct SQLiteEngine: StorageEngine {
                 // The store's own handler fails at once on this thread while asked to; a host's
                 // handler is its own: wait on GRDB's queue instead.
                 guard db.configuration.label == DatabaseOpening.connectionLabel else { return nil }
+                // Writers of other processes wait for the lock: queue behind them rather than
+                // take it from under them (see beginImmediate).
+                if countdown_writers_waiting(db.sqliteConnection, 0) == 1 { return nil }
                 do {
                     try BusyWait.failingFast { try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute() }
                 } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {

@@ -205,7 +205,23 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
             CrashPoints.reach(.checkpointBefore)
             // A restart that still finds readers after its wait copied what it could: the WAL
             // starts over at a later one.
-            let result = try? queue.writeWithoutTransaction { db in try db.checkpoint(mode) }
+            let result = try? queue.writeWithoutTransaction { db -> (walFrameCount: Int, checkpointedFrameCount: Int) in
+                if mode == .restart {
+                    // A restart holds every writer back while it runs: copy the WAL passively
+                    // first and sync it (writers go on), so that the restart copies only what
+                    // was written meanwhile and syncs that little before it lets them go.
+                    _ = try db.checkpoint(.passive)
+                    _ = countdown_sync_database(db.sqliteConnection)
+                    return try db.checkpoint(.restart)
+                }
+                let copied = try db.checkpoint(.passive)
+                // SQLite syncs the database file only after a checkpoint that reached the end of
+                // the WAL, which one beside busy writers never does: the pages it copied would
+                // wait in memory, and the next checkpoint to reach the end (a restart, which
+                // holds every writer back) would write them all out at once. Sync them now.
+                _ = countdown_sync_database(db.sqliteConnection)
+                return copied
+            }
             CrashPoints.reach(.checkpointAfter)
             let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
                 running = holdAfterCurrent
