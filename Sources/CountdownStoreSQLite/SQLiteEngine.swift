@@ -69,12 +69,18 @@ struct SQLiteEngine: StorageEngine {
     /// process (a consumer's acknowledgement beside the ticker) would otherwise take SQLite's
     /// write lock in the pause meant for other processes.
     func leaveWritesToOthers(for pause: Duration) async {
+        await leaveWritesToOthers(for: pause, waitingAtMost: Self.othersWaitBound)
+    }
+
+    /// ``leaveWritesToOthers(for:)``, going on for writers of other processes that say they wait
+    /// for the write lock for at most `bound` after the pause.
+    func leaveWritesToOthers(for pause: Duration, waitingAtMost bound: Duration) async {
         let microseconds = useconds_t(max(0, pause.milliseconds) * 1000)
         _ = try? await writer.writeWithoutTransaction { db in
             usleep(microseconds)
             // Writers of other processes that say they wait (see shim.c) go first, for a
             // bounded time: each got the lock in the pause, or gets it as the one before ends.
-            let bound = ContinuousClock.now + Self.othersWaitBound
+            let bound = ContinuousClock.now + bound
             while countdown_writers_waiting(db.sqliteConnection, 1) == 1, ContinuousClock.now < bound {
                 usleep(250)
             }
