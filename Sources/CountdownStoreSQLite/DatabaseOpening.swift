@@ -43,8 +43,10 @@ enum DatabaseOpening {
             try switchToWAL(db, busyTimeout: busyTimeout)
             try db.execute(sql: "PRAGMA trusted_schema = OFF")
             try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
-            // After a checkpoint empties a WAL that grew in a burst, give the disk space back.
-            try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
+            // After a checkpoint empties a WAL that grew in a burst, give the disk space back:
+            // down to 128 MiB, twice what a backlog lets the WAL grow to before it starts over,
+            // so that the commits of a backlog never cut it (see WALCheckpointer).
+            try db.execute(sql: "PRAGMA journal_size_limit = 134217728")
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(automaticCheckpointPages(durability))")
             if let connection = db.sqliteConnection {
                 let code = countdown_enable_defensive(connection)

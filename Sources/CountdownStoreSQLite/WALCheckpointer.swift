@@ -21,7 +21,7 @@ import GRDB
 /// never blocks a writer) starts when the WAL holds 1,000 pages not yet copied and no deadline
 /// comes within 50 ms, or in any case once 262,144 pages (1 GiB of 4 KiB pages) are waiting:
 /// a burst of a thousand expiries a second, about ten pages each, can go on for 25 seconds
-/// before a checkpoint has to run beside it. Between the batches of a backlog, a WAL past 32 MiB
+/// before a checkpoint has to run beside it. Between the batches of a backlog, a WAL past 64 MiB
 /// makes the backlog wait for a checkpoint that starts it over (``betweenBatches()``). Only for
 /// a store that opened its own file: a host's database keeps the host's settings.
 final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
@@ -54,12 +54,13 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     /// The WAL never holds more than this many pages waiting, near a deadline or not.
     static let mostPagesWaiting = 262_144
     /// How large the WAL may grow during a backlog before the backlog waits for a checkpoint to
-    /// copy it all (8,192 pages: 32 MiB of 4 KiB pages, half the store's `journal_size_limit`).
+    /// copy it all (16,384 pages: 64 MiB of 4 KiB pages, half the store's `journal_size_limit`).
     /// Half, so that the WAL stays within that limit: the first commit after a restart cuts a
     /// longer WAL back to it with an `ftruncate`, inside that writer's transaction, which waits
     /// for the file's pages under writeback and holds every other writer back meanwhile (86 ms
-    /// in one trace beside a drain of a million).
-    static let pagesBeforeARestart = 8_192
+    /// in one trace beside a drain of a million, when the limit was 64 MiB and 16,384 frames
+    /// with their headers just passed it).
+    static let pagesBeforeARestart = 16_384
     /// How long a checkpoint that starts the WAL over waits for the readers of its frames (and
     /// holds other writers back meanwhile), at most.
     static let restartWaitMs: CInt = 20
