@@ -138,16 +138,24 @@ static int countdown_shm_fd(sqlite3 *db, int verify) {
 #endif
 }
 
+#ifdef F_OFD_SETLK
+/// The waiting byte, as `fcntl` takes it, for a lock of `type`.
+static struct flock countdown_waiting_byte(short type) {
+    struct flock lock;
+    memset(&lock, 0, sizeof lock);
+    lock.l_type = type;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = COUNTDOWN_WAITING_BYTE;
+    lock.l_len = 1;
+    return lock;
+}
+#endif
+
 int countdown_writer_waits(sqlite3 *db, int waits) {
 #ifdef F_OFD_SETLK
     int fd = countdown_shm_fd(db, waits);
     if (fd < 0) return 0;
-    struct flock lock;
-    memset(&lock, 0, sizeof lock);
-    lock.l_type = waits ? F_RDLCK : F_UNLCK;
-    lock.l_whence = SEEK_SET;
-    lock.l_start = COUNTDOWN_WAITING_BYTE;
-    lock.l_len = 1;
+    struct flock lock = countdown_waiting_byte(waits ? F_RDLCK : F_UNLCK);
     return fcntl(fd, F_OFD_SETLK, &lock) == 0;
 #else
     (void)db;
@@ -160,12 +168,7 @@ int countdown_writers_waiting(sqlite3 *db, int verify) {
 #ifdef F_OFD_SETLK
     int fd = countdown_shm_fd(db, verify);
     if (fd < 0) return 0;
-    struct flock lock;
-    memset(&lock, 0, sizeof lock);
-    lock.l_type = F_WRLCK;
-    lock.l_whence = SEEK_SET;
-    lock.l_start = COUNTDOWN_WAITING_BYTE;
-    lock.l_len = 1;
+    struct flock lock = countdown_waiting_byte(F_WRLCK);
     if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return 0;
     return lock.l_type != F_UNLCK;
 #else
