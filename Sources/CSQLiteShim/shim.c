@@ -57,7 +57,8 @@ int countdown_skip_needless_fchown(void) {
 #define COUNTDOWN_WAITING_BYTE 136
 
 struct countdown_shm_file {
-    char *path;
+    /// The database file's name, as SQLite gives it: the `-shm` file is this with `-shm` after it.
+    char *database;
     int fd;
     dev_t device;
     ino_t inode;
@@ -67,36 +68,22 @@ struct countdown_shm_file {
 static pthread_mutex_t countdown_shm_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct countdown_shm_file *countdown_shm_files = 0;
 
-/// A descriptor of `db`'s `-shm` file, or -1 (none, or no open file description locks here).
-/// `verify`: whether to check that the file at the path is still the one opened (one stat more).
-static int countdown_shm_fd(sqlite3 *db, int verify) {
 #ifdef F_OFD_SETLK
-    const char *name = sqlite3_db_filename(db, "main");
-    if (name == 0 || name[0] == 0) return -1;
-    size_t length = strlen(name);
+/// Under the mutex: the descriptor of the `-shm` file now at the path of `database`'s, opened
+/// (and kept in `file`, or in a new entry when `file` is null) unless `file` holds that one
+/// already; -1 when there is none.
+static int countdown_shm_current(struct countdown_shm_file *file, const char *database) {
+    size_t length = strlen(database);
     char *path = malloc(length + 5);
     if (path == 0) return -1;
-    memcpy(path, name, length);
+    memcpy(path, database, length);
     memcpy(path + length, "-shm", 5);
-    int fd = -1;
-    pthread_mutex_lock(&countdown_shm_mutex);
-    struct countdown_shm_file *file = countdown_shm_files;
-    while (file != 0 && strcmp(file->path, path) != 0) file = file->next;
-    if (file != 0 && !verify) {
-        fd = file->fd;
-        pthread_mutex_unlock(&countdown_shm_mutex);
-        free(path);
-        return fd;
-    }
     struct stat now;
+    int fd = -1;
     if (stat(path, &now) != 0) {
-        pthread_mutex_unlock(&countdown_shm_mutex);
-        free(path);
-        return -1;
-    }
-    if (file != 0 && file->device == now.st_dev && file->inode == now.st_ino) {
+        fd = -1;
+    } else if (file != 0 && file->device == now.st_dev && file->inode == now.st_ino) {
         fd = file->fd;
-        free(path);
     } else {
         fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
         struct stat opened;
@@ -104,36 +91,51 @@ static int countdown_shm_fd(sqlite3 *db, int verify) {
             close(fd);
             fd = -1;
         }
-        if (fd < 0) {
-            free(path);
-        } else if (file != 0) {
-            // The file at that path was replaced (every connection had closed it): the old one
-            // holds no lock of SQLite's in this process any more.
-            close(file->fd);
-            file->fd = fd;
-            file->device = opened.st_dev;
-            file->inode = opened.st_ino;
-            free(path);
-        } else {
-            file = malloc(sizeof(struct countdown_shm_file));
-            if (file == 0) {
+        if (fd >= 0 && file == 0) {
+            file = calloc(1, sizeof(struct countdown_shm_file));
+            char *name = strdup(database);
+            if (file == 0 || name == 0) {
+                free(file);
+                free(name);
                 close(fd);
                 fd = -1;
-                free(path);
             } else {
-                file->path = path;
-                file->fd = fd;
-                file->device = opened.st_dev;
-                file->inode = opened.st_ino;
+                file->database = name;
+                file->fd = -1;
                 file->next = countdown_shm_files;
                 countdown_shm_files = file;
             }
         }
+        if (fd >= 0) {
+            // A file opened before was replaced (every connection had closed it): the old one
+            // holds no lock of SQLite's in this process any more.
+            if (file->fd >= 0) close(file->fd);
+            file->fd = fd;
+            file->device = opened.st_dev;
+            file->inode = opened.st_ino;
+        }
     }
+    free(path);
+    return fd;
+}
+#endif
+
+/// A descriptor of `db`'s `-shm` file, or -1 (none, or no open file description locks here).
+/// `verify`: whether to check that the file at the path is still the one opened (one stat more);
+/// without it, a file opened before is taken as it is, with no allocation and no system call.
+static int countdown_shm_fd(sqlite3 *db, int verify) {
+#ifdef F_OFD_SETLK
+    const char *database = sqlite3_db_filename(db, "main");
+    if (database == 0 || database[0] == 0) return -1;
+    pthread_mutex_lock(&countdown_shm_mutex);
+    struct countdown_shm_file *file = countdown_shm_files;
+    while (file != 0 && strcmp(file->database, database) != 0) file = file->next;
+    int fd = file != 0 && !verify ? file->fd : countdown_shm_current(file, database);
     pthread_mutex_unlock(&countdown_shm_mutex);
     return fd;
 #else
     (void)db;
+    (void)verify;
     return -1;
 #endif
 }
