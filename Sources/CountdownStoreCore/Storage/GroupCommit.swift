@@ -97,10 +97,17 @@ package final class WriteGroups: Sendable {
     /// How many groups may run side by side: 1 where writers take turns anyway, more
     /// where each runs on a connection of its own and the server commits them side by side.
     private let concurrency: Int
+    /// Where the transactions of groups run when writers take turns (see ``GroupCommitQueue``).
+    let committer = GroupCommitQueue()
 
     init(concurrency: Int = 1) {
         self.concurrency = max(1, concurrency)
     }
+
+    /// Whether a group's transaction takes in the writes that arrive while it runs: where writers
+    /// take turns, so that one transaction at a time is under way (see
+    /// ``CountdownStore/groupedWriting(_:notifies:start:_:)``).
+    var takesLateWrites: Bool { concurrency == 1 }
 
     /// Either makes `write` the leader of a group of its own at once (fewer groups than allowed
     /// were under way), or queues it and waits to be told its result or to lead the next group.
@@ -156,6 +163,40 @@ package final class WriteGroups: Sendable {
         next.first?.resume(.lead(next, siblings: finished.count))
     }
 
+    /// Ends a group on the queue of a store whose writers take turns (see ``GroupCommitQueue``):
+    /// as ``finish(_:unfinished:limit:)``, except that the next group is returned to be committed
+    /// on that queue at once rather than handed to a caller; the callers just answered are given
+    /// a moment to write again (``take(upTo:awaiting:)``). With nobody waiting, returns none, and
+    /// the first caller to write next leads.
+    func finishTakingNext(_ finished: [GroupedWrite], unfinished: [GroupedWrite], limit: Int) -> [GroupedWrite] {
+        state.withLock { state in
+            state.stats.groups += 1
+            state.stats.writes += finished.count
+            state.stats.largest = max(state.stats.largest, finished.count)
+            state.waiting.insert(contentsOf: unfinished, at: 0)
+        }
+        // The callers are resumed from the cooperative pool, while this queue takes the first of
+        // them that write again into the next group.
+        Task.detached {
+            for write in finished {
+                write.resume(.done)
+            }
+        }
+        let next = take(upTo: max(1, limit), awaiting: finished.count)
+        guard next.isEmpty else { return next }
+        return state.withLock { state -> [GroupedWrite] in
+            guard !state.waiting.isEmpty else {
+                state.running -= 1
+                state.siblings = finished.count - 1
+                return []
+            }
+            let count = min(max(1, limit), state.waiting.count)
+            let next = Array(state.waiting.prefix(count))
+            state.waiting.removeFirst(count)
+            return next
+        }
+    }
+
     /// Takes up to `count` more of the writes waiting, in the order they came, for the group
     /// about to begin.
     func take(upTo count: Int) -> [GroupedWrite] {
@@ -166,11 +207,57 @@ package final class WriteGroups: Sendable {
         }
     }
 
+    /// Takes up to `count` more of the writes waiting, as ``take(upTo:)``; when none waits yet but
+    /// `awaiting` more are expected (callers just answered, about to write again), gives them a
+    /// moment to come: the thread yields to theirs, for at most ``lateWriteWait``.
+    func take(upTo count: Int, awaiting: Int) -> [GroupedWrite] {
+        let taken = take(upTo: count)
+        guard taken.isEmpty, awaiting > 0 else { return taken }
+        let deadline = ContinuousClock.now + Self.lateWriteWait
+        while ContinuousClock.now < deadline {
+            sched_yield()
+            if waitingCount > 0 { return take(upTo: count) }
+        }
+        return []
+    }
+
+    /// How long a group's transaction waits for the callers of the group before, when none has
+    /// come yet: about what it takes a task to be resumed and write again.
+    static let lateWriteWait = Duration.microseconds(50)
+
     /// How many writes wait for the one under way.
     package var waitingCount: Int { state.withLock { $0.waiting.count } }
 
     /// What the groups committed so far held.
     package var stats: GroupStats { state.withLock { $0.stats } }
+}
+
+/// A serial queue of its own for the transactions of a store's groups, where writers take turns:
+/// a group's transaction begins at once, on a thread of its own, and takes in the callers of the
+/// group before as they write again, instead of beginning only after every one of them has run
+/// on the cooperative pool ahead of it.
+final class GroupCommitQueue: Sendable {
+    let queue = DispatchQueue(label: "CountdownStore.group-commit", qos: .userInitiated)
+}
+
+@available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+extension GroupCommitQueue: TaskExecutor {
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+}
+
+/// The writes a group's transaction has taken so far: its own, then those it took in while it ran.
+private final class TakenWrites: @unchecked Sendable {
+    // `@unchecked Sendable`: read and changed by the group's task and, inside its transaction,
+    // by the transaction's body, which runs while that task waits for it; never at once.
+    var writes: [GroupedWrite]
+
+    init(_ writes: [GroupedWrite]) {
+        self.writes = writes
+    }
 }
 
 extension CountdownStore {
@@ -197,7 +284,10 @@ extension CountdownStore {
         case .done:
             break
         case .lead(var group, let siblings):
-            if siblings > 0, group.count < engine.groupedWriteLimit {
+            // Where writers take turns, the group's transaction takes in the writes that arrive
+            // while it runs (at the same reading of the clocks), so the leader begins at once.
+            let takesLate = groups.takesLateWrites && siblings > 0
+            if siblings > 0, group.count < engine.groupedWriteLimit, !takesLate {
                 // A server's commit delay for its commit siblings, without a timer: the callers
                 // the last group just answered are running again, and most are about to write.
                 // Let them come (each yield lets the tasks ready to run go first; at most 8, and
@@ -212,7 +302,7 @@ extension CountdownStore {
                 }
                 group += groups.take(upTo: engine.groupedWriteLimit - group.count)
             }
-            if group.count == 1 {
+            if group.count == 1 && !takesLate {
                 await commit(group)
             } else {
                 // In a task of its own, which the leader's cancellation does not reach: a request
@@ -222,7 +312,15 @@ extension CountdownStore {
                 let (store, committed) = (self, group)
                 _ = await withCheckedContinuation { (continuation: CheckedContinuation<GroupRole, Never>) in
                     write.continuation = continuation
-                    Task { await store.commit(committed) }
+                    if takesLate, #available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *) {
+                        Task(executorPreference: groups.committer) {
+                            await store.commitInTurn(committed, expected: siblings + 1)
+                        }
+                    } else if takesLate {
+                        Task { await store.commitInTurn(committed, expected: siblings + 1) }
+                    } else {
+                        Task { await store.commit(committed) }
+                    }
                 }
             }
         }
@@ -243,15 +341,27 @@ extension CountdownStore {
     /// Commits `group` (led by its first write) and hands on: sets the result of every write it
     /// committed, passes the next group to its leader and wakes the rest.
     private func commit(_ group: [GroupedWrite]) async {
-        let leader = group[0]
         if group.count == 1 {
-            await alone(leader)
+            await alone(group[0])
         } else {
-            await together(group)
+            _ = await together(group, takingLate: false, expected: 0)
         }
         groups.finish(
             group.filter { $0.result != nil }, unfinished: group.filter { $0.result == nil },
             limit: engine.groupedWriteLimit)
+    }
+
+    /// Commits `group` as ``commit(_:)`` does, taking in the writes that come meanwhile, then
+    /// the next group and the next, on the store's ``GroupCommitQueue``, while writes keep coming.
+    private func commitInTurn(_ group: [GroupedWrite], expected: Int) async {
+        var (group, expected) = (group, expected)
+        while !group.isEmpty {
+            let committed = await together(group, takingLate: true, expected: expected)
+            expected = committed.count
+            group = groups.finishTakingNext(
+                committed.filter { $0.result != nil }, unfinished: committed.filter { $0.result == nil },
+                limit: engine.groupedWriteLimit)
+        }
     }
 
     /// One write in a transaction of its own, exactly as without grouping.
@@ -268,11 +378,17 @@ extension CountdownStore {
 
     /// The writes of `group` in one transaction: first the new keys of its starts, inserted
     /// together (one statement where the engine can); then every other write's body, each in a
-    /// savepoint, as many as the time bound lets in (the leader's always). Sets the result of
-    /// every write it committed (or gave its outcome); the others wait for the next group.
-    private func together(_ group: [GroupedWrite]) async {
+    /// savepoint, as many as the time bound lets in (the leader's always). With `takingLate`, the
+    /// writes that arrived meanwhile go in next, the same way, and so on while the clocks still
+    /// read as they did when the transaction read them (so that each write's instants are the
+    /// ones it would have had alone), up to the group's bounds. Sets the result of every write it
+    /// committed (or gave its outcome); the others wait for the next group. Returns every write
+    /// it took: `group` and those taken in.
+    private func together(_ group: [GroupedWrite], takingLate: Bool, expected: Int) async -> [GroupedWrite] {
         let metered = metrics.enabled
         let limit = max(1, configuration.writeExpiryBatch)
+        let (groupLimit, clock) = (engine.groupedWriteLimit, configuration.clock)
+        let taken = TakenWrites(group)
         while true {
             let attempt: (results: [Result<any Sendable, CountdownError>?], expired: Bool, tally: EventTally?)?
             do {
@@ -282,39 +398,69 @@ extension CountdownStore {
                             try await engine.write { engineTransaction in
                                 // With a metrics backend, the events this attempt appends are noted.
                                 let tx = WriteTransaction(engineTransaction, metered: metered)
-                                let (now, expired) = try self.advanceClocks(
+                                var (now, expired) = try self.advanceClocks(
                                     tx, movingCheckpoint: false, expiryLimit: limit, leavingToHolder: false)
+                                var anyExpired = !expired.isEmpty
                                 var results = [Result<any Sendable, CountdownError>?](
-                                    repeating: nil, count: group.count)
-                                // The new keys, together. A key asked twice goes in once: the second
-                                // write runs its body, and finds the key as it would alone.
+                                    repeating: nil, count: taken.writes.count)
+                                // A key asked twice goes in once: the second write runs its body, and
+                                // finds the key as it would alone.
                                 var keys = Set<String>()
-                                let starts = group.indices.compactMap { index -> (Int, GroupedStart)? in
-                                    guard let start = group[index].start, keys.insert(start.key).inserted else {
-                                        return nil
-                                    }
-                                    return (index, start)
-                                }
-                                if starts.count > 1 {
-                                    var items = starts.map { $0.1.item(now) }
-                                    let inserted = try tx.insertNew(all: &items)
-                                    for (position, (index, start)) in starts.enumerated() where inserted[position] {
-                                        try tx.append(start.event(items[position], now))
-                                        results[index] = .success(items[position].countdown(at: now))
-                                    }
-                                }
                                 let bound = ContinuousClock.now + Self.groupTimeBound
                                 var ran = 0
-                                for index in group.indices where results[index] == nil {
-                                    if index > 0, ran > 0, ContinuousClock.now >= bound { break }
-                                    ran += 1
-                                    do {
-                                        results[index] = .success(try tx.savepoint { try group[index].body(tx, now) })
-                                    } catch let refusal as CountdownError {
-                                        results[index] = .failure(refusal)
+                                var first = 0
+                                while true {
+                                    let writes = taken.writes
+                                    // The new keys of these writes, together.
+                                    let starts = (first..<writes.count).compactMap { index -> (Int, GroupedStart)? in
+                                        guard let start = writes[index].start, keys.insert(start.key).inserted else {
+                                            return nil
+                                        }
+                                        return (index, start)
+                                    }
+                                    if !starts.isEmpty {
+                                        var items = starts.map { $0.1.item(now) }
+                                        let inserted = try tx.insertNew(all: &items)
+                                        for (position, (index, start)) in starts.enumerated() where inserted[position] {
+                                            try tx.append(start.event(items[position], now))
+                                            results[index] = .success(items[position].countdown(at: now))
+                                        }
+                                    }
+                                    var bounded = false
+                                    for index in first..<writes.count where results[index] == nil {
+                                        if index > 0, ran > 0, ContinuousClock.now >= bound {
+                                            bounded = true
+                                            break
+                                        }
+                                        ran += 1
+                                        do {
+                                            results[index] = .success(
+                                                try tx.savepoint { try writes[index].body(tx, now) })
+                                        } catch let refusal as CountdownError {
+                                            results[index] = .failure(refusal)
+                                        }
+                                    }
+                                    // The writes that came meanwhile; the callers of the group before
+                                    // that are still on their way get a moment to come.
+                                    guard takingLate, !bounded, writes.count < groupLimit, ContinuousClock.now < bound
+                                    else { break }
+                                    let more = self.groups.take(
+                                        upTo: groupLimit - writes.count, awaiting: expected - writes.count)
+                                    guard !more.isEmpty else { break }
+                                    first = writes.count
+                                    taken.writes = writes + more
+                                    results += [Result<any Sendable, CountdownError>?](
+                                        repeating: nil, count: more.count)
+                                    if now.reading != ClockReading(clock) {
+                                        // The clocks moved on since they were read: these writes get the
+                                        // instant they would get alone, as a transaction of their own
+                                        // would read it (with the expiries due by then recorded first).
+                                        (now, expired) = try self.advanceClocks(
+                                            tx, movingCheckpoint: false, expiryLimit: limit, leavingToHolder: false)
+                                        anyExpired = anyExpired || !expired.isEmpty
                                     }
                                 }
-                                return (results, !expired.isEmpty, tx.tally)
+                                return (results, anyExpired, tx.tally)
                             }
                         }
                     } catch is CheckpointBehindBacklog {
@@ -323,8 +469,8 @@ extension CountdownStore {
                 }
             } catch {
                 // The transaction failed as a whole: each write runs by itself, for its own outcome.
-                for write in group { await alone(write) }
-                return
+                for write in taken.writes { await alone(write) }
+                return taken.writes
             }
             guard let attempt else {
                 // The clocks could not move past expiries still to record: record them first.
@@ -333,14 +479,15 @@ extension CountdownStore {
                         await leaveWritesToOthers()
                     }
                 } catch {
-                    for write in group { await alone(write) }
-                    return
+                    for write in taken.writes { await alone(write) }
+                    return taken.writes
                 }
                 continue
             }
             var changed = attempt.expired
             var tally = attempt.tally
             let now = ContinuousClock.now
+            let group = taken.writes
             for (write, result) in zip(group, attempt.results) {
                 guard let result else { continue }
                 write.result = result
@@ -357,7 +504,7 @@ extension CountdownStore {
                 metrics.committed(group[0].operation, duration: now - group[0].asked, tally: tally)
             }
             if changed { changes.bump() }
-            return
+            return group
         }
     }
 }

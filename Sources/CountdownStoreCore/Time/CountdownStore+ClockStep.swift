@@ -90,6 +90,7 @@ extension CountdownStore {
         }
         let time = raiseFloor(extrapolation.time)
         var now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
+        now.reading = reading
         let due = soonest.due(at: time)
         let expired: [ItemRecord]
         let backlog: SoonestDeadlines?

@@ -24,6 +24,9 @@ struct Now: Sendable {
     /// have been placed elsewhere from the moved one (see ``Checkpoint/keepsPlacement(of:from:)``).
     var checkpointBehindBacklog = false
 
+    /// The reading of the clocks this instant was extrapolated to, where a write read them.
+    var reading: ClockReading?
+
     /// Throws ``CheckpointBehindBacklog`` when this write left the checkpoint behind: for writes
     /// that change the checkpoint themselves (suspending, calibrating), which must start from now.
     func requireCheckpointAtNow() throws {

@@ -145,6 +145,57 @@ struct GroupCommitTests {
         try await store.close()
     }
 
+    @Test(
+        "On SQLite, a group's transaction takes in the writes that come while it runs, each at the instant it would have had alone"
+    )
+    func lateWritesJoinAtTheirOwnInstant() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.openTicking()
+        try await store.start("due", duration: .milliseconds(5))
+        let before = store.groups.stats
+
+        // A first write holds the store; the one queued behind it leads the next group, whose
+        // transaction is then held open in turn.
+        let (first, held) = try await Self.holdEveryGroup(store)
+        let inner = Gate()
+        let leading = Task {
+            try await store.groupedWriting(.start) { _, _ in
+                inner.wait(); return 1
+            }
+        }
+        try await Self.until("the second write queued") { store.groups.waitingCount == 1 }
+        first.open()
+        try await Self.until("the second group's transaction under way") { inner.isEntered }
+        let readAtBegin = fixture.clock.bootMilliseconds
+
+        // While it runs, the clocks move past the deadline of "due", and a start comes.
+        fixture.clock.advance(by: .milliseconds(7))
+        let late = Task { try await store.start("late", duration: .seconds(60)) }
+        try await Self.until("the late start queued") { store.groups.waitingCount == 1 }
+        inner.open()
+        let started = try await late.value
+        #expect(try await leading.value == 1)
+        for task in held { #expect(try await task.value == 1) }
+        let stats = store.groups.stats
+        #expect(stats.groups - before.groups == 2, "the late start went into the group under way: \(stats)")
+        #expect(stats.largest == 2, "\(stats)")
+
+        // Its instants are those of a start alone at the same reading of the clocks, 7 ms after
+        // the group's transaction read them; and "due" was recorded first, at its deadline.
+        let alone = try await store.start("alone", duration: .seconds(60))
+        #expect(fixture.clock.bootMilliseconds == readAtBegin + 7)
+        #expect(started.startedAt == alone.startedAt && started.deadlineAt == alone.deadlineAt)
+        #expect(started.remaining == .seconds(60))
+        let due = try #require(try await store.countdown("due"))
+        #expect(due.state == .expired)
+        #expect(due.expiredAt == due.deadlineAt)
+        let kinds = try await events(store).map { "\($0.kind) \($0.key ?? "")" }
+        let expiry = try #require(kinds.firstIndex(of: "expired due"))
+        let lateStart = try #require(kinds.firstIndex(of: "started late"))
+        #expect(expiry < lateStart, "\(kinds)")
+        try await store.close()
+    }
+
     @Test("A group whose transaction fails as a whole runs each write alone: the failing write fails, every other commits", arguments: TestEngine.all)
     func failedGroupRunsEachAlone(engine: TestEngine) async throws {
         struct Broken: Error {}
