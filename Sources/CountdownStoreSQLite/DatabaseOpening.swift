@@ -43,10 +43,12 @@ enum DatabaseOpening {
             try switchToWAL(db, busyTimeout: busyTimeout)
             try db.execute(sql: "PRAGMA trusted_schema = OFF")
             try db.execute(sql: durability == .full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
-            // After a checkpoint empties a WAL that grew in a burst, give the disk space back:
-            // down to 128 MiB, twice what a backlog lets the WAL grow to before it starts over,
-            // so that the commits of a backlog never cut it (see WALCheckpointer).
-            try db.execute(sql: "PRAGMA journal_size_limit = 134217728")
+            // A commit never cuts the WAL file: the commit that starts a WAL grown to hundreds
+            // of MiB over would cut it in one `ftruncate` and hold every other writer back while
+            // the kernel lets go of its pages. A running ticker's checkpointer trims it instead,
+            // in short steps (see WALCheckpointer); otherwise the last connection to close
+            // removes it.
+            try db.execute(sql: "PRAGMA journal_size_limit = -1")
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(automaticCheckpointPages(durability))")
             if let connection = db.sqliteConnection {
                 let code = countdown_enable_defensive(connection)

@@ -22,8 +22,11 @@ import GRDB
 /// comes within 50 ms, or in any case once 262,144 pages (1 GiB of 4 KiB pages) are waiting:
 /// a burst of a thousand expiries a second, about ten pages each, can go on for 25 seconds
 /// before a checkpoint has to run beside it. Between the batches of a backlog, a WAL past 64 MiB
-/// makes the backlog wait for a checkpoint that starts it over (``betweenBatches()``). Only for
-/// a store that opened its own file: a host's database keeps the host's settings.
+/// makes the backlog wait for a checkpoint that starts it over (``betweenBatches()``). A WAL
+/// file grown past 128 MiB (readers kept it from starting over) is trimmed back in steps of at
+/// most 16 MiB after checkpoints that copied it all (``trimStep()``): the store's commits never
+/// cut it themselves. Only for a store that opened its own file: a host's database keeps the
+/// host's settings.
 final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     // Safe: the mutable properties are reached only under `lock`; the rest is fixed at init.
     private let lock = NSLock()
@@ -61,6 +64,15 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     /// in one trace beside a drain of a million, when the limit was 64 MiB and 16,384 frames
     /// with their headers just passed it).
     static let pagesBeforeARestart = 16_384
+    /// The size a WAL file grown in a burst is trimmed back to.
+    static let trimmedWALBytes: Int64 = 128 << 20
+    /// How much one step of trimming cuts, at most: the step holds every other writer back while
+    /// the kernel lets go of the file's pages (about 87 ms for a few hundred MiB, in one trace).
+    static let trimStepBytes: Int64 = 16 << 20
+
+    /// The pause between two steps of trimming, for other writers.
+    static let pauseBetweenStepsMicroseconds: useconds_t = 5_000
+
     /// How long a checkpoint that starts the WAL over waits for the readers of its frames (and
     /// holds other writers back meanwhile), at most.
     static let restartWaitMs: CInt = 20
@@ -72,18 +84,33 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
 
     /// How many pages of WAL make a backlog wait for the WAL to start over.
     private let restartAfter: Int
+    /// The `-wal` file, and the size and step of trimming it (``trimmedWALBytes``, ``trimStepBytes``).
+    private let walPath: String
+    private let trimmedBytes: Int64
+    private let stepBytes: Int64
+    /// The size of the `-wal` file after the last checkpoint; how many trimming steps cut it.
+    private var walFileBytes: Int64 = 0
+    private var trims = 0
 
-    private init(writer: any DatabaseWriter, queue: DatabaseQueue, automaticPages: Int, restartAfter: Int) {
+    private init(
+        writer: any DatabaseWriter, queue: DatabaseQueue, automaticPages: Int, restartAfter: Int, walPath: String,
+        trimmedBytes: Int64, stepBytes: Int64
+    ) {
         self.writer = writer
         self.queue = queue
         self.automaticPages = automaticPages
         self.restartAfter = restartAfter
+        self.walPath = walPath
+        self.trimmedBytes = trimmedBytes
+        self.stepBytes = stepBytes
     }
 
     /// Takes over checkpointing for the store's own file at `path`, from a connection of its own.
-    /// `pagesBeforeARestart`: ``pagesBeforeARestart``, unless a test asks for fewer.
+    /// `pagesBeforeARestart`, `trimmedWALBytes`, `trimStepBytes`: ``pagesBeforeARestart``,
+    /// ``trimmedWALBytes`` and ``trimStepBytes``, unless a test asks for less.
     static func start(
-        for repository: SQLiteEngine, path: String, pagesBeforeARestart: Int = WALCheckpointer.pagesBeforeARestart
+        for repository: SQLiteEngine, path: String, pagesBeforeARestart: Int = WALCheckpointer.pagesBeforeARestart,
+        trimmedWALBytes: Int64 = WALCheckpointer.trimmedWALBytes, trimStepBytes: Int64 = WALCheckpointer.trimStepBytes
     ) throws -> WALCheckpointer {
         let queue = try DatabaseQueue(
             path: path,
@@ -96,8 +123,11 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
         let checkpointer = WALCheckpointer(
             writer: repository.writer, queue: queue,
             automaticPages: DatabaseOpening.automaticCheckpointPages(repository.durability),
-            restartAfter: pagesBeforeARestart)
+            restartAfter: pagesBeforeARestart, walPath: path + "-wal", trimmedBytes: max(0, trimmedWALBytes),
+            stepBytes: max(1, trimStepBytes))
         try checkpointer.takeOverCheckpoints()
+        let size = checkpointer.walFileSize()
+        checkpointer.lock.withLock { checkpointer.walFileBytes = size }
         let thread = Thread { checkpointer.run() }
         thread.name = "CountdownStore.WALCheckpointer"
         #if !os(Linux)
@@ -113,8 +143,8 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
         let start = lock.withLock { () -> Bool in
             // A WAL smaller than what was copied has started again from its beginning.
             let waiting = walFrames >= checkpointed ? walFrames - checkpointed : walFrames
-            guard !running, !stopped, waiting >= Self.pagesWorthCopying,
-                (gapMs ?? .max) >= Self.quietMs || waiting >= Self.mostPagesWaiting
+            let worthIt = waiting >= Self.pagesWorthCopying || walFileBytes > trimmedBytes
+            guard !running, !stopped, worthIt, (gapMs ?? .max) >= Self.quietMs || waiting >= Self.mostPagesWaiting
             else { return false }
             running = true
             return true
@@ -161,6 +191,9 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
 
     /// Whether a checkpoint is under way.
     var isCheckpointing: Bool { lock.withLock { running } }
+
+    /// How many steps of trimming have cut the WAL file so far.
+    var trimmingSteps: Int { lock.withLock { trims } }
 
     /// Returns once `count` checkpoints have run in all, or the checkpointer has stopped.
     func waitForCheckpoints(_ count: Int) async {
@@ -238,6 +271,20 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
                 return ready
             }
             waiters.forEach { $0.resume() }
+            // Then, once the WAL was copied to its end, a step of trimming its file. While a step
+            // cut it and it is still over the size, another follows shortly (the pipe is poked):
+            // the steps take turns with other writers.
+            let copiedAll = result.map { $0.checkpointedFrameCount >= $0.walFrameCount } ?? false
+            let trimmed = copiedAll && trimStep()
+            let size = walFileSize()
+            let again = lock.withLock { () -> Bool in
+                walFileBytes = size
+                if trimmed { trims += 1 }
+                guard trimmed, size > trimmedBytes, !stopped else { return false }
+                running = true
+                return true
+            }
+            if again { usleep(Self.pauseBetweenStepsMicroseconds) }
         }
         try? queue.close()
         let (waiter, waiters) = lock.withLock {
@@ -248,6 +295,41 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
         }
         waiters.forEach { $0.resume() }
         waiter?.resume()
+    }
+
+    /// The size of the `-wal` file (0 when there is none).
+    private func walFileSize() -> Int64 {
+        var status = stat()
+        guard stat(walPath, &status) == 0 else { return 0 }
+        return Int64(status.st_size)
+    }
+
+    /// One step of trimming a WAL file grown past ``trimmedWALBytes``, after a checkpoint that
+    /// copied it all: returns whether the file shrank.
+    ///
+    /// SQLite cuts the file only in the commit of a write that starts the WAL over, to that
+    /// connection's `journal_size_limit`. The store's connections have none (a commit that cut a
+    /// WAL grown to hundreds of MiB would hold every writer back for as long as the kernel takes
+    /// to let go of its pages); this connection makes the write, with a limit at most
+    /// ``trimStepBytes`` below the file's size: it rewrites the database header's user version
+    /// as it is. When readers still use the WAL, nothing starts over and nothing is cut.
+    private func trimStep() -> Bool {
+        let size = walFileSize()
+        guard size > trimmedBytes else { return false }
+        let limit = max(trimmedBytes, size - stepBytes)
+        do {
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_size_limit = \(limit)")
+                try db.inTransaction(.immediate) {
+                    let version = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+                    try db.execute(sql: "PRAGMA user_version = \(version)")
+                    return .commit
+                }
+            }
+        } catch {
+            return false
+        }
+        return walFileSize() < size
     }
 
     /// Turns off the store connection's automatic checkpoints and counts its WAL frames instead.

@@ -115,6 +115,43 @@ struct TickerSQLiteTests {
         #expect(try await store.counts().count(.running) == 5_000)
     }
 
+    @Test("A WAL file grown past its size is trimmed back by the checkpointer in short steps; no commit of the store cuts it")
+    func walFileTrimmedInSteps() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.open()
+        let repository = try #require(store.engine as? SQLiteEngine)
+        func walBytes() throws -> Int64 {
+            Int64((try FileManager.default.attributesOfItem(atPath: fixture.path + "-wal")[.size] as? Int) ?? 0)
+        }
+        #expect(
+            try await store.grdb.read { db in try Int.fetchOne(db, sql: "PRAGMA journal_size_limit") } == -1,
+            "the store's connections never cut the WAL in a commit")
+        // No ticker: the WAL grows with the writes (several MiB).
+        for batch in 0..<20 {
+            try await store.start((0..<500).map { .countdown("k\(batch)-\($0)", duration: .hours(1)) })
+        }
+        let grown = try walBytes()
+        #expect(grown > 2 << 20, "\(grown) bytes")
+
+        let (size, step): (Int64, Int64) = (1 << 20, 256 << 10)
+        let checkpointer = try WALCheckpointer.start(
+            for: repository, path: fixture.path, trimmedWALBytes: size, trimStepBytes: step)
+        checkpointer.idle(untilNextDeadlineMs: nil)
+        let end = ContinuousClock.now + .seconds(30)
+        while try walBytes() > size, ContinuousClock.now < end {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        // A step cuts the file to at most `step` below its size, and to no less than `size`.
+        let trimmed = try walBytes()
+        #expect(trimmed <= size && trimmed > 0, "\(trimmed) bytes")
+        let steps = checkpointer.trimmingSteps
+        #expect(Int64(steps) >= (grown - size + step - 1) / step, "\(steps) steps from \(grown) to \(trimmed) bytes")
+        await checkpointer.stop()
+        #expect(try await store.counts().count(.running) == 10_000)
+        try await store.start("after", duration: .hours(1))
+        #expect(try await store.countdown("after")?.state == .running)
+    }
+
     @Test("With durability .full, commits checkpoint at SQLite's 1,000 pages: the WAL is written over from its start, not grown at every synced commit")
     func fullDurabilityKeepsTheWALSmall() async throws {
         var fixture = try Fixture()
