@@ -225,6 +225,14 @@ package final class WriteGroups: Sendable {
     /// come yet: about what it takes a task to be resumed and write again.
     static let lateWriteWait = Duration.microseconds(50)
 
+    /// How long a group's transaction takes new writes in, at most
+    /// (``CountdownStore/groupTimeBound``, unless a test holds a transaction open for longer).
+    package var timeBound: Duration {
+        get { bound.withLock { $0 } }
+        set { bound.withLock { $0 = newValue } }
+    }
+    private let bound = Locked(CountdownStore.groupTimeBound)
+
     /// How many writes wait for the one under way.
     package var waitingCount: Int { state.withLock { $0.waiting.count } }
 
@@ -406,7 +414,7 @@ extension CountdownStore {
                                 // A key asked twice goes in once: the second write runs its body, and
                                 // finds the key as it would alone.
                                 var keys = Set<String>()
-                                let bound = ContinuousClock.now + Self.groupTimeBound
+                                let bound = ContinuousClock.now + self.groups.timeBound
                                 var ran = 0
                                 var first = 0
                                 while true {

@@ -153,6 +153,8 @@ struct GroupCommitTests {
         let store = try await fixture.openTicking()
         try await store.start("due", duration: .milliseconds(5))
         let before = store.groups.stats
+        // The transaction is held open below for as long as the machine takes to queue a write.
+        store.groups.timeBound = .seconds(60)
 
         // A first write holds the store; the one queued behind it leads the next group, whose
         // transaction is then held open in turn.
