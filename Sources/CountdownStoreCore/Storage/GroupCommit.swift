@@ -136,29 +136,14 @@ package final class WriteGroups: Sendable {
     /// first write, or, with nobody waiting, the first caller to write next leads and lets the
     /// others of this group come.
     func finish(_ finished: [GroupedWrite], unfinished: [GroupedWrite], limit: Int) {
-        state.withLock { state in
-            state.stats.groups += 1
-            state.stats.writes += finished.count
-            state.stats.largest = max(state.stats.largest, finished.count)
-            state.waiting.insert(contentsOf: unfinished, at: 0)
-        }
+        record(finished, unfinished: unfinished)
         // The callers answered go first, their leader among them: while this group still counts
         // as under way, those that write again queue behind the writes already waiting, and the
         // next leader, resumed after them, finds them ready to run ahead of it.
         for write in finished {
             write.resume(.done)
         }
-        let next = state.withLock { state -> [GroupedWrite] in
-            guard !state.waiting.isEmpty else {
-                state.running -= 1
-                state.siblings = finished.count - 1
-                return []
-            }
-            let count = min(max(1, limit), state.waiting.count)
-            let next = Array(state.waiting.prefix(count))
-            state.waiting.removeFirst(count)
-            return next
-        }
+        let next = nextGroup(after: finished.count, limit: limit)
         // Every caller just answered may come again.
         next.first?.resume(.lead(next, siblings: finished.count))
     }
@@ -169,12 +154,7 @@ package final class WriteGroups: Sendable {
     /// a moment to write again (``take(upTo:awaiting:)``). With nobody waiting, returns none, and
     /// the first caller to write next leads.
     func finishTakingNext(_ finished: [GroupedWrite], unfinished: [GroupedWrite], limit: Int) -> [GroupedWrite] {
-        state.withLock { state in
-            state.stats.groups += 1
-            state.stats.writes += finished.count
-            state.stats.largest = max(state.stats.largest, finished.count)
-            state.waiting.insert(contentsOf: unfinished, at: 0)
-        }
+        record(finished, unfinished: unfinished)
         // The callers are resumed from the cooperative pool, while this queue takes the first of
         // them that write again into the next group.
         Task.detached {
@@ -183,16 +163,32 @@ package final class WriteGroups: Sendable {
             }
         }
         let next = take(upTo: max(1, limit), awaiting: finished.count)
-        guard next.isEmpty else { return next }
-        return state.withLock { state -> [GroupedWrite] in
+        return next.isEmpty ? nextGroup(after: finished.count, limit: limit) : next
+    }
+
+    /// Counts a group that ended, and puts its `unfinished` writes back at the front of the queue.
+    private func record(_ finished: [GroupedWrite], unfinished: [GroupedWrite]) {
+        state.withLock { state in
+            state.stats.groups += 1
+            state.stats.writes += finished.count
+            state.stats.largest = max(state.stats.largest, finished.count)
+            state.waiting.insert(contentsOf: unfinished, at: 0)
+        }
+    }
+
+    /// After a group of `count` writes: the next group (at most `limit` of the writes waiting, in
+    /// the order they came), or, with nobody waiting, none, and no group is under way any more
+    /// (the first caller to write next leads, the others of the group ended as its siblings).
+    private func nextGroup(after count: Int, limit: Int) -> [GroupedWrite] {
+        state.withLock { state -> [GroupedWrite] in
             guard !state.waiting.isEmpty else {
                 state.running -= 1
-                state.siblings = finished.count - 1
+                state.siblings = count - 1
                 return []
             }
-            let count = min(max(1, limit), state.waiting.count)
-            let next = Array(state.waiting.prefix(count))
-            state.waiting.removeFirst(count)
+            let taken = min(max(1, limit), state.waiting.count)
+            let next = Array(state.waiting.prefix(taken))
+            state.waiting.removeFirst(taken)
             return next
         }
     }
