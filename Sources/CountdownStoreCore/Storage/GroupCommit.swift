@@ -289,7 +289,8 @@ extension CountdownStore {
             break
         case .lead(var group, let siblings):
             // Where writers take turns, the group's transaction takes in the writes that arrive
-            // while it runs (at the same reading of the clocks), so the leader begins at once.
+            // while it runs (reading the clocks again for those that come after they moved on),
+            // so the leader begins at once.
             let takesLate = groups.takesLateWrites && siblings > 0
             if siblings > 0, group.count < engine.groupedWriteLimit, !takesLate {
                 // A server's commit delay for its commit siblings, without a timer: the callers
@@ -383,11 +384,11 @@ extension CountdownStore {
     /// The writes of `group` in one transaction: first the new keys of its starts, inserted
     /// together (one statement where the engine can); then every other write's body, each in a
     /// savepoint, as many as the time bound lets in (the leader's always). With `takingLate`, the
-    /// writes that arrived meanwhile go in next, the same way, and so on while the clocks still
-    /// read as they did when the transaction read them (so that each write's instants are the
-    /// ones it would have had alone), up to the group's bounds. Sets the result of every write it
-    /// committed (or gave its outcome); the others wait for the next group. Returns every write
-    /// it took: `group` and those taken in.
+    /// writes that arrived meanwhile go in next, the same way, and so on up to the group's bounds
+    /// (waiting briefly for the `expected` callers of the group before); writes taken in after the
+    /// clocks moved on read them again first, so that each write's instants are the ones it
+    /// would have had alone. Sets the result of every write it committed (or gave its outcome);
+    /// the others wait for the next group. Returns every write it took: `group` and those taken in.
     private func together(_ group: [GroupedWrite], takingLate: Bool, expected: Int) async -> [GroupedWrite] {
         let metered = metrics.enabled
         let limit = max(1, configuration.writeExpiryBatch)
