@@ -16,6 +16,18 @@ struct SQLiteTransaction: RepositoryWriting {
     private final class Memo {
         /// Whether `countdown_retired_keys` holds any key (it changes only by `delete` and `deleteItems`).
         var anyRetiredKeys: Bool?
+        /// The statements a transaction may run once per item (a group's starts), looked up once.
+        var insertNew: Statement?
+        var appendEvent: Statement?
+    }
+
+    /// The connection's statement for `sql`, looked up once per transaction: the lookup hashes
+    /// and compares its whole text, which costs more than binding it for one small row.
+    private func statement(_ memoized: ReferenceWritableKeyPath<Memo, Statement?>, _ sql: String) throws -> Statement {
+        if let statement = memo[keyPath: memoized] { return statement }
+        let statement = try db.cachedStatement(sql: sql)
+        memo[keyPath: memoized] = statement
+        return statement
     }
 
     init(db: Database) {
@@ -270,7 +282,7 @@ struct SQLiteTransaction: RepositoryWriting {
         if memo.anyRetiredKeys == true, let retired = try retiredGeneration(key: item.key) {
             item.generation = max(item.generation, retired + 1)
         }
-        try db.run(ItemRecord.insertNewSQL, bind: item.bind)
+        try db.run(statement(\.insertNew, ItemRecord.insertNewSQL), bind: item.bind)
         guard db.changesCount == 1 else { return false }
         item.id = db.lastInsertedRowID
         return true
@@ -310,7 +322,7 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func append(_ event: EventRecord) throws {
-        try db.run(EventRecord.insertSQL, bind: event.bind)
+        try db.run(statement(\.appendEvent, EventRecord.insertSQL), bind: event.bind)
     }
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
