@@ -33,9 +33,9 @@ extension ItemRecord {
         values.add(id)
         values.add(key)
         values.add(group)
-        values.add(kind.rawValue)
-        values.add(policy.rawValue)
-        values.add(state.rawValue)
+        values.add(kind)
+        values.add(policy)
+        values.add(state)
         values.add(durationMs)
         values.add(generation)
         values.add(startOffsetMs)
@@ -49,7 +49,7 @@ extension ItemRecord {
         values.add(expiredAtMs)
         values.add(payload)
         values.add(updatedAtMs)
-        values.add(rule?.rawValue)
+        values.add(rule)
         values.add(maxWaitMs)
     }
 }

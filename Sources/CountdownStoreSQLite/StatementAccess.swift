@@ -25,6 +25,7 @@ extension Database {
     ) throws {
         let statement = prepared.sqliteStatement
         sqlite3_reset(statement)
+        // Every parameter NULL: ``Bindings/addNull()`` relies on it.
         sqlite3_clear_bindings(statement)
         defer { sqlite3_reset(statement) }
         var bindings = Bindings(statement: statement)
@@ -97,6 +98,25 @@ struct Bindings {
         if let value { add(value) } else { addNull() }
     }
 
+    /// The raw value of a case, bound without a copy: SQLite copies a Swift string at every bind
+    /// (an allocation each), where these few texts are kept for the life of the process.
+    mutating func add<Value: RawRepresentable & Hashable>(_ value: Value, from texts: ConstantTexts<Value>) {
+        index += 1
+        if let text = texts.text(for: value) {
+            sqlite3_bind_text(statement, index, text, -1, nil)  // SQLITE_STATIC
+        } else {
+            sqlite3_bind_text(statement, index, value.rawValue, -1, sqliteTransient)
+        }
+    }
+
+    mutating func add(_ kind: CountdownKind) { add(kind, from: .kinds) }
+    mutating func add(_ policy: CountdownPolicy) { add(policy, from: .policies) }
+    mutating func add(_ state: CountdownState) { add(state, from: .states) }
+
+    mutating func add(_ rule: CountdownRule?) {
+        if let rule { add(rule, from: .rules) } else { addNull() }
+    }
+
     /// Text as TEXT, bytes as BLOB.
     mutating func add(_ payload: CountdownPayload?) {
         switch payload {
@@ -116,9 +136,10 @@ struct Bindings {
         }
     }
 
+    /// A NULL: nothing to bind, since ``Database/run(_:bind:row:)`` cleared every binding of
+    /// the statement (to NULL) just before.
     mutating func addNull() {
         index += 1
-        sqlite3_bind_null(statement, index)
     }
 }
 
@@ -173,6 +194,38 @@ struct Columns: RecordRow {
         Self.damaged(
             column: sqlite3_column_name(statement, Int32(column)).map { String(cString: $0) } ?? "column \(column)")
     }
+}
+
+/// The raw values of an enumeration's cases as C strings that live as long as the process, for
+/// binding without a copy (see ``Bindings/add(_:from:)``).
+final class ConstantTexts<Value: RawRepresentable & Hashable>: @unchecked Sendable where Value.RawValue == String {
+    // `@unchecked Sendable`: the table is written once, in `init`, and only read after; the texts
+    // it points to are never freed or changed.
+    private let texts: [Value: UnsafePointer<CChar>]
+
+    init(_ cases: some Sequence<Value>) {
+        texts = Dictionary(uniqueKeysWithValues: cases.map { ($0, UnsafePointer(strdup($0.rawValue)!)) })
+    }
+
+    func text(for value: Value) -> UnsafePointer<CChar>? {
+        texts[value]
+    }
+}
+
+extension ConstantTexts where Value == CountdownKind {
+    static let kinds = ConstantTexts(CountdownKind.allCases)
+}
+
+extension ConstantTexts where Value == CountdownPolicy {
+    static let policies = ConstantTexts(CountdownPolicy.allCases)
+}
+
+extension ConstantTexts where Value == CountdownState {
+    static let states = ConstantTexts(CountdownState.allCases)
+}
+
+extension ConstantTexts where Value == CountdownRule {
+    static let rules = ConstantTexts(CountdownRule.allCases)
 }
 
 /// SQLite's `SQLITE_TRANSIENT`: the value is copied at bind time.
