@@ -57,12 +57,9 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     /// The WAL never holds more than this many pages waiting, near a deadline or not.
     static let mostPagesWaiting = 262_144
     /// How large the WAL may grow during a backlog before the backlog waits for a checkpoint to
-    /// copy it all (16,384 pages: 64 MiB of 4 KiB pages, half the store's `journal_size_limit`).
-    /// Half, so that the WAL stays within that limit: the first commit after a restart cuts a
-    /// longer WAL back to it with an `ftruncate`, inside that writer's transaction, which waits
-    /// for the file's pages under writeback and holds every other writer back meanwhile (86 ms
-    /// in one trace beside a drain of a million, when the limit was 64 MiB and 16,384 frames
-    /// with their headers just passed it).
+    /// copy it all (16,384 pages: 64 MiB of 4 KiB pages, half of ``trimmedWALBytes``). Half, so
+    /// that a WAL file that grew only in backlogs never needs trimming: each step of trimming is a
+    /// cut that holds every other writer back while the kernel lets go of the file's pages.
     static let pagesBeforeARestart = 16_384
     /// The size a WAL file grown in a burst is trimmed back to.
     static let trimmedWALBytes: Int64 = 128 << 20
@@ -158,9 +155,9 @@ final class WALCheckpointer: EngineUpkeep, @unchecked Sendable {
     ///
     /// Checkpoints beside a backlog never catch up with it by themselves: each copies what was
     /// committed when it began, while the backlog commits more. Left alone, the WAL of a backlog
-    /// of a million grows past a gigabyte, and the first commit after it starts over cuts it
-    /// back to `journal_size_limit` in one `ftruncate`, which holds the file for hundreds of
-    /// milliseconds: every other process's write, and any process opening the store, waits.
+    /// of a million grows past a gigabyte: a file that large is written over from its start only
+    /// once no reader holds any of it, and trimming it back takes many steps, each holding every
+    /// other process's write (and any process opening the store) while it cuts.
     /// Held here, the WAL starts over as soon as no reader holds its frames (a restart waits at
     /// most ``restartWaitMs`` for them, then the backlog goes on and the next batch tries again),
     /// so it grows only while readers keep a restart from happening. The pause is one checkpoint
