@@ -25,7 +25,7 @@ extension Database {
     ) throws {
         let statement = prepared.sqliteStatement
         sqlite3_reset(statement)
-        // Every parameter NULL: ``Bindings/addNull()`` relies on it.
+        // Every parameter NULL: `Bindings.addNull()` relies on it.
         sqlite3_clear_bindings(statement)
         defer { sqlite3_reset(statement) }
         var bindings = Bindings(statement: statement)
@@ -136,8 +136,8 @@ struct Bindings {
         }
     }
 
-    /// A NULL: nothing to bind, since ``Database/run(_:bind:row:)`` cleared every binding of
-    /// the statement (to NULL) just before.
+    /// A NULL: nothing to bind, since `run(_:bind:row:)` cleared every binding of the statement
+    /// (to NULL) just before.
     mutating func addNull() {
         index += 1
     }
