@@ -179,22 +179,6 @@ struct TestPostgres: Sendable {
     }
 
     /// A TCP port on 127.0.0.1 that nothing listens on now.
-    /// Whether a TCP connection to `port` on 127.0.0.1 is accepted now.
-    static func accepts(port: Int) -> Bool {
-        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socketFD >= 0 else { return false }
-        defer { close(socketFD) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-    }
-
     static func freePort() throws -> Int {
         let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socketFD >= 0 else { throw HarnessError("socket: errno \(errno)") }
@@ -319,7 +303,7 @@ struct TestPostgres: Sendable {
             // `-d` returns once PgBouncer has forked, before the daemon listens (in a trace, it
             // binds after the command has exited): connect only once it does.
             let deadline = ContinuousClock.now + .seconds(10)
-            while !Self.accepts(port: port) {
+            while (try? LocalSocket(port: port)) == nil {
                 guard ContinuousClock.now < deadline else {
                     let log = (try? String(contentsOfFile: "\(folder)/pgbouncer.log", encoding: .utf8)) ?? "(no log)"
                     throw HarnessError("PgBouncer does not listen on port \(port) within 10 s: \(log.suffix(2000))")
