@@ -52,6 +52,17 @@ extension RealProcesses {
             .enabled(if: installed("schemathesis"), "schemathesis is not installed (pip install schemathesis): the contract check is skipped"))
         func schemathesis() async throws {
             let server = try await ServeProcess.start(database: db, folder: folder, arguments: ["--token", Self.token])
+            // A countdown ends every 250 ms for as long as the run may take, so that every read of
+            // `/api/stream` holds messages and each is checked against the document.
+            for index in 1...1200 {
+                let started = try await server.post(
+                    "/api/countdowns", jsonBody(["key": "tick-\(index)", "duration": "\(index * 250)ms"]), token: Self.token)
+                guard started.status == 200 else {
+                    await server.stop()
+                    Issue.record("starting tick-\(index) failed: \(started.summary)")
+                    return
+                }
+            }
             let config = Self.document.deletingLastPathComponent().appendingPathComponent("schemathesis.toml").path
             let seed = ProcessInfo.processInfo.environment["COUNTDOWN_SCHEMATHESIS_SEED"].flatMap(Int.init) ?? Int(Date().timeIntervalSince1970) % 100_000
             let run = try HelperProcess(
