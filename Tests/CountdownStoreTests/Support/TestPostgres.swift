@@ -83,7 +83,7 @@ struct TestPostgres: Sendable {
         let folder = try temporaryFolder()
         let asRoot = getuid() == 0
         if asRoot { try run("/bin/chown", ["postgres:postgres", folder]) }
-        let port = try freePort()
+        let port = try freeLocalPort()
         try runAsServer(asRoot, "\(binaries)/initdb", ["-D", "\(folder)/data", "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"])
         if let hba {
             try hba.write(toFile: "\(folder)/data/pg_hba.conf", atomically: false, encoding: .utf8)
@@ -125,7 +125,7 @@ struct TestPostgres: Sendable {
         let asRoot = getuid() == 0
         let standby = try Self.temporaryFolder()
         if asRoot { try Self.run("/bin/chown", ["postgres:postgres", standby]) }
-        let port = try Self.freePort()
+        let port = try freeLocalPort()
         try Self.runAsServer(asRoot, "\(binaries)/pg_basebackup", [
             "-h", host, "-p", "\(self.port)", "-U", username, "-D", "\(standby)/data", "-R", "-X", "stream", "--no-sync",
             // At once: the default waits for a spread checkpoint, minutes on a busy primary.
@@ -176,23 +176,6 @@ struct TestPostgres: Sendable {
         let folder = String(cString: made)
         chmod(folder, 0o755)
         return folder
-    }
-
-    /// A TCP port on 127.0.0.1 that nothing listens on now.
-    static func freePort() throws -> Int {
-        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socketFD >= 0 else { throw HarnessError("socket: errno \(errno)") }
-        defer { close(socketFD) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0 }
-        }
-        guard bound else { throw HarnessError("bind: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Stops the server (and a PgBouncer) and removes the folder once this process has ended.
@@ -279,7 +262,7 @@ struct TestPostgres: Sendable {
         guard let folder else { throw HarnessError("PgBouncer runs only in front of the throwaway server") }
         return try Self.bouncers.withLock { ports in
             if let port = ports[folder] { return port }
-            let port = try Self.freePort()
+            let port = try freeLocalPort()
             let configuration = """
                 [databases]
                 * = host=127.0.0.1 port=\(self.port) user=\(username)
