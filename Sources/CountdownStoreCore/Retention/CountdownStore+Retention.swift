@@ -37,9 +37,9 @@ extension CountdownStore {
     /// Deletes in batches: ended items older than `endedItemsMs`, events older than `eventsMs`
     /// and passed by every consumer that holds retention back, then retired keys (`nil`: keep).
     /// With the engine's upkeep running meanwhile (a ticker's, or one for this prune), as a
-    /// ticker's backlog has it: the embedded engine's log is folded in beside the batches and
-    /// started over when it grows, rather than growing by all of them, which makes every read of
-    /// the next batches slower (each page is looked up in the log first).
+    /// ticker's backlog has it: a store's own SQLite file has its log folded in beside the
+    /// batches and started over when it grows, rather than growing by all of them, which makes
+    /// every read of the next batches slower (SQLite looks each page up in the log first).
     private func prune(
         endedItemsMs: Int64?, eventsMs: Int64?, progress: (@Sendable (PruneResult) -> Void)?
     ) async throws(CountdownError) -> PruneResult {
