@@ -34,17 +34,6 @@ public final class CountdownStore: Sendable {
     let state = Locked(MemoryState())
     /// What the store reports through swift-metrics.
     let metrics: StoreMetrics
-    /// The engine's upkeep, shared by the work that needs it at once: a running ticker, a prune.
-    let upkeep = Locked(SharedUpkeep())
-
-    /// The engine's upkeep (see ``StorageEngine/startUpkeep()``) and how many hold it: started by
-    /// the first to need it, stopped once the last lets it go.
-    struct SharedUpkeep {
-        var running: (any EngineUpkeep)?
-        var holders = 0
-        /// The stop of the last one, under way: the next starts only after it.
-        var stopping: Task<Void, Never>?
-    }
 
     struct MemoryState {
         /// No clock reading handed out by this instance goes below this.

@@ -36,35 +36,14 @@ extension CountdownStore {
 
     /// Deletes in batches: ended items older than `endedItemsMs`, events older than `eventsMs`
     /// and passed by every consumer that holds retention back, then retired keys (`nil`: keep).
-    /// With the engine's upkeep running meanwhile (a ticker's, or one for this prune), as a
-    /// ticker's backlog has it: a store's own SQLite file has its log folded in beside the
-    /// batches and started over when it grows, rather than growing by all of them, which makes
-    /// every read of the next batches slower (SQLite looks each page up in the log first).
     private func prune(
         endedItemsMs: Int64?, eventsMs: Int64?, progress: (@Sendable (PruneResult) -> Void)?
-    ) async throws(CountdownError) -> PruneResult {
-        // Without it (the upkeep could not start), the prune goes on as it would for a host's file.
-        let upkeep: (any EngineUpkeep)?? = try? await startUpkeep()
-        do {
-            let result = try await prune(
-                endedItemsMs: endedItemsMs, eventsMs: eventsMs, progress: progress,
-                spacing: BatchSpacing(upkeep: upkeep ?? nil))
-            if upkeep != nil { await stopUpkeep() }
-            return result
-        } catch {
-            if upkeep != nil { await stopUpkeep() }
-            throw error
-        }
-    }
-
-    private func prune(
-        endedItemsMs: Int64?, eventsMs: Int64?, progress: (@Sendable (PruneResult) -> Void)?, spacing: BatchSpacing
     ) async throws(CountdownError) -> PruneResult {
         let retention = configuration.retention
         let batch = max(1, retention.batchSize)
         let staleMs = retention.staleConsumer.map { max(1, $0.milliseconds) }
         var total = PruneResult(items: 0, events: 0)
-        var spacing = spacing
+        var spacing = BatchSpacing()
         let cutoffs = try await reading { _, now in
             (items: endedItemsMs.map { now.wall - $0 }, events: eventsMs.map { now.wall - $0 }, now: now.wall)
         }
@@ -153,12 +132,10 @@ extension CountdownStore {
     /// Between batches of a deletion: a pause for other processes' writes after every fourth
     /// (a batch of deletions is short: four of them hold the lock for a few milliseconds).
     private struct BatchSpacing {
-        let upkeep: (any EngineUpkeep)?
         var batches = 0
 
         mutating func next(_ store: CountdownStore) async {
             batches += 1
-            await upkeep?.betweenBatches()
             if batches % 4 == 0 { await store.leaveWritesToOthers() } else { await Task.yield() }
         }
     }

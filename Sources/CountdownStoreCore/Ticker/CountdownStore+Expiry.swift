@@ -89,37 +89,8 @@ extension CountdownStore {
         }
     }
 
-    /// The engine's upkeep, for a ticker that starts running or a prune: the one already running
-    /// for another (one at a time, since it takes over the store connection's checkpoints), or a
-    /// new one once the last one's stop has ended. Give it back with ``stopUpkeep()``.
-    func startUpkeep() async throws(CountdownError) -> (any EngineUpkeep)? {
-        while true {
-            let step = try translatingErrorsNow(path: path) {
-                try upkeep.withLock { shared -> Result<(any EngineUpkeep)?, Never>? in
-                    guard shared.stopping == nil else { return nil }
-                    if shared.holders == 0 { shared.running = try engine.startUpkeep() }
-                    shared.holders += 1
-                    return .success(shared.running)
-                }
-            }
-            if case .success(let running)? = step { return running }
-            await upkeep.withLock { $0.stopping }?.value
-        }
-    }
-
-    /// Lets go of the upkeep ``startUpkeep()`` handed out; the last to let go stops it, waiting
-    /// for the work under way.
-    func stopUpkeep() async {
-        let stopping = upkeep.withLock { shared -> Task<Void, Never>? in
-            shared.holders = max(0, shared.holders - 1)
-            guard shared.holders == 0, let last = shared.running else { return nil }
-            shared.running = nil
-            let stop = Task { await last.stop() }
-            shared.stopping = stop
-            return stop
-        }
-        guard let stopping else { return }
-        await stopping.value
-        upkeep.withLock { $0.stopping = nil }
+    /// Starts the engine's upkeep for a ticker that starts running.
+    func startUpkeep() throws(CountdownError) -> (any EngineUpkeep)? {
+        try translatingErrorsNow(path: path) { try engine.startUpkeep() }
     }
 }

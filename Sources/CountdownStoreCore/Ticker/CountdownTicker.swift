@@ -114,7 +114,7 @@ public final class CountdownTicker: Service, Sendable {
                 state.completedPasses = 0
             }
         }
-        let upkeep = try await store.startUpkeep()
+        let upkeep = try store.startUpkeep()
         state.withLock { $0.upkeep = upkeep }
         let store = self.store
         let logger = store.configuration.logger
@@ -165,7 +165,9 @@ public final class CountdownTicker: Service, Sendable {
             break
         }
         stop.start()  // after a failure, the stop begins now
-        _ = await BoundedWait.result(of: Task { await store.stopUpkeep() }, by: stop, passingCancellation: false)
+        if let upkeep {
+            _ = await BoundedWait.result(of: Task { await upkeep.stop() }, by: stop, passingCancellation: false)
+        }
         state.withLock { $0.upkeep = nil }
         if let failure {
             logger.error("countdown ticker stopped", metadata: ["error": "\(failure)"])

@@ -115,50 +115,6 @@ struct TickerSQLiteTests {
         #expect(try await store.counts().count(.running) == 5_000)
     }
 
-    @Test("A prune runs its batches beside the store's upkeep: a ticker's own checkpointer, left running; or one of its own, stopped after")
-    func pruneBesideTheUpkeep() async throws {
-        var fixture = try Fixture()
-        fixture.configuration.retention.batchSize = 100
-        let store = try await fixture.open()
-        func automaticCheckpoint() async throws -> Int? {
-            try await store.grdb.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
-        }
-        func endItems(_ prefix: String) async throws {
-            try await store.start((0..<2_000).map { .countdown("\(prefix)\($0)", duration: .hours(1)) })
-            for index in 0..<2_000 { try await store.cancel("\(prefix)\(index)") }
-            fixture.clock.advance(by: .seconds(1))
-        }
-        // What each batch ran beside, as the prune reports its progress.
-        let seen = Locked<[(checkpointer: WALCheckpointer?, frames: Int)]>([])
-        let watch: @Sendable (PruneResult) -> Void = { _ in
-            let checkpointer = store.upkeep.withLock { $0.running } as? WALCheckpointer
-            seen.withLock { $0.append((checkpointer, checkpointer?.framesInWAL ?? 0)) }
-        }
-
-        // Alone: a checkpointer of its own, which takes the checkpoints over beside the batches.
-        try await endItems("a")
-        #expect(try await store.prune(olderThan: .milliseconds(1), progress: watch).items == 2_000)
-        let alone = seen.withLock { $0 }
-        #expect(alone.count >= 20 && alone.allSatisfy { $0.checkpointer != nil }, "\(alone.count) batches")
-        // Its WAL hook counts the batches' commits: it, not the store's connection, checkpoints.
-        #expect(alone.allSatisfy { $0.frames > 0 }, "the checkpointer saw the batches' commits")
-        #expect(store.upkeep.withLock { $0.running == nil && $0.holders == 0 }, "stopped after the prune")
-        #expect(try await automaticCheckpoint() == 262_144, "checkpoints handed back to the store's setting")
-
-        // Beside a running ticker: the ticker's checkpointer, still in charge afterwards.
-        let running = await RunningTicker(store)
-        let tickers = try #require(running.ticker.upkeep as? WALCheckpointer)
-        try await endItems("b")
-        seen.withLock { $0 = [] }
-        #expect(try await store.prune(olderThan: .milliseconds(1), progress: watch).items == 2_000)
-        #expect(seen.withLock { $0 }.allSatisfy { $0.checkpointer === tickers })
-        #expect(store.upkeep.withLock { $0.running === tickers && $0.holders == 1 })
-        #expect(try await automaticCheckpoint() == 0, "the ticker's checkpointer still takes the checkpoints")
-        try await running.stop()
-        #expect(store.upkeep.withLock { $0.running == nil && $0.holders == 0 })
-        #expect(try await automaticCheckpoint() == 262_144)
-    }
-
     @Test("A WAL file grown past its size is trimmed back by the checkpointer in short steps; no commit of the store cuts it")
     func walFileTrimmedInSteps() async throws {
         let fixture = try Fixture()
