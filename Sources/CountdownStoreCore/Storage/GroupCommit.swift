@@ -150,26 +150,36 @@ package final class WriteGroups: Sendable {
 
     /// Ends a group on the queue of a store whose writers take turns (see ``GroupCommitQueue``):
     /// as ``finish(_:unfinished:limit:)``, except that the next group is returned to be committed
-    /// on that queue at once rather than handed to a caller; the callers just answered are given
-    /// a moment to write again (``take(upTo:awaiting:)``). With nobody waiting, returns none, and
-    /// the first caller to write next leads.
-    func finishTakingNext(_ finished: [GroupedWrite], unfinished: [GroupedWrite], limit: Int) -> [GroupedWrite] {
+    /// on that queue at once rather than handed to a caller. When nobody waits yet but callers
+    /// were just answered, returns an empty group: its transaction begins at once and takes those
+    /// callers in as they write again (``take(upTo:awaiting:)``), so that beginning it costs no
+    /// time of theirs. Returns `nil` when nobody waits and nobody was answered (the transaction
+    /// begun for the `expected` callers of the group before saw none of them come): no group is
+    /// under way any more, and the first of those callers to write next leads and lets the others
+    /// come.
+    func finishTakingNext(_ finished: [GroupedWrite], unfinished: [GroupedWrite], expected: Int, limit: Int)
+        -> [GroupedWrite]?
+    {
         record(finished, unfinished: unfinished)
-        // The callers are resumed from the cooperative pool, while this queue takes the first of
-        // them that write again into the next group.
+        guard !finished.isEmpty else {
+            let next = nextGroup(after: expected, limit: limit)
+            return next.isEmpty ? nil : next
+        }
+        // The callers are resumed from the cooperative pool, while the next transaction begins
+        // on this queue and takes in the first of them that write again.
         Task.detached {
             for write in finished {
                 write.resume(.done)
             }
         }
-        let next = take(upTo: max(1, limit), awaiting: finished.count)
-        return next.isEmpty ? nextGroup(after: finished.count, limit: limit) : next
+        return take(upTo: max(1, limit))
     }
 
     /// Counts a group that ended, and puts its `unfinished` writes back at the front of the queue.
     private func record(_ finished: [GroupedWrite], unfinished: [GroupedWrite]) {
         state.withLock { state in
-            state.stats.groups += 1
+            // A transaction begun for callers that did not come back held no group.
+            if !finished.isEmpty { state.stats.groups += 1 }
             state.stats.writes += finished.count
             state.stats.largest = max(state.stats.largest, finished.count)
             state.waiting.insert(contentsOf: unfinished, at: 0)
@@ -358,14 +368,17 @@ extension CountdownStore {
 
     /// Commits `group` as ``commit(_:)`` does, taking in the writes that come meanwhile, then
     /// the next group and the next, on the store's ``GroupCommitQueue``, while writes keep coming.
+    /// A group may begin empty, expecting the `expected` callers just answered to write again.
     private func commitInTurn(_ group: [GroupedWrite], expected: Int) async {
         var (group, expected) = (group, expected)
-        while !group.isEmpty {
+        while true {
             let committed = await together(group, takingLate: true, expected: expected)
-            expected = committed.count
-            group = groups.finishTakingNext(
-                committed.filter { $0.result != nil }, unfinished: committed.filter { $0.result == nil },
-                limit: engine.groupedWriteLimit)
+            guard
+                let next = groups.finishTakingNext(
+                    committed.filter { $0.result != nil }, unfinished: committed.filter { $0.result == nil },
+                    expected: expected, limit: engine.groupedWriteLimit)
+            else { return }
+            (group, expected) = (next, committed.count)
         }
     }
 
@@ -389,11 +402,13 @@ extension CountdownStore {
     /// clocks moved on read them again first, so that each write's instants are the ones it
     /// would have had alone. Sets the result of every write it committed (or gave its outcome);
     /// the others wait for the next group. Returns every write it took: `group` and those taken in.
+    /// With `takingLate`, `group` may be empty: the transaction begins before its writes come.
     private func together(_ group: [GroupedWrite], takingLate: Bool, expected: Int) async -> [GroupedWrite] {
         let metered = metrics.enabled
         let limit = max(1, configuration.writeExpiryBatch)
         let (groupLimit, clock) = (engine.groupedWriteLimit, configuration.clock)
         let taken = TakenWrites(group)
+        let began = ContinuousClock.now
         while true {
             let attempt: (results: [Result<any Sendable, CountdownError>?], expired: Bool, tally: EventTally?)?
             do {
@@ -505,8 +520,13 @@ extension CountdownStore {
                 }
             }
             if metered, let tally, !tally.entries.isEmpty {
-                // Every write refused, and the expiries the transaction recorded still count.
-                metrics.committed(group[0].operation, duration: now - group[0].asked, tally: tally)
+                // Every write refused, or none came, and the expiries the transaction recorded
+                // still count.
+                if let first = group.first {
+                    metrics.committed(first.operation, duration: now - first.asked, tally: tally)
+                } else {
+                    metrics.committed(.expire, duration: now - began, tally: tally)
+                }
             }
             if changed { changes.bump() }
             return group

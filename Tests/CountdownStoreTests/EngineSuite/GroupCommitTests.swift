@@ -198,6 +198,54 @@ struct GroupCommitTests {
         try await store.close()
     }
 
+    @Test(
+        "On SQLite, the next group's transaction begins before its callers write again; when none comes, it records only what came due, counted as expiries, and no group"
+    )
+    func nextTransactionBeginsBeforeItsCallers() async throws {
+        let (fixture, metrics) = try MetricsTests.fixture(.sqlite)
+        let store = try await fixture.openTicking()
+        try await store.start("due", duration: .milliseconds(5))
+        let before = store.groups.stats
+        store.groups.timeBound = .seconds(60)
+
+        // As above: a first write holds the store, and the one queued behind it leads a group
+        // of the store's commit queue, whose transaction is then held open in turn.
+        let (first, held) = try await Self.holdEveryGroup(store)
+        let inner = Gate()
+        let leading = Task {
+            try await store.groupedWriting(.start) { _, _ in
+                inner.wait(); return 1
+            }
+        }
+        try await Self.until("the second write queued") { store.groups.waitingCount == 1 }
+        first.open()
+        try await Self.until("the second group's transaction under way") { inner.isEntered }
+
+        // "due" comes due while that transaction runs, which read the clocks before: it commits
+        // without recording it. Its callers then end instead of writing again, and the
+        // transaction begun for them records the expiry alone.
+        fixture.clock.advance(by: .milliseconds(7))
+        inner.open()
+        #expect(try await leading.value == 1)
+        for task in held { #expect(try await task.value == 1) }
+        let expired = { MetricsTests.total(metrics, "countdown_items_expired_total", [("policy", "wall")]) }
+        try await Self.until("the expiry recorded and counted") { expired() >= 1 }
+        let stats = store.groups.stats
+        #expect(stats.groups - before.groups == 2, "the transaction nobody came to is no group: \(stats)")
+        #expect(stats.writes - before.writes == 2, "\(stats)")
+        #expect(MetricsTests.timerCount(metrics, "countdown_write_duration_seconds", [("operation", "expire")]) == 1)
+
+        // Recorded once, at its deadline; and the next caller leads a group of its own at once.
+        let kinds = try await events(store).map { "\($0.kind) \($0.key ?? "")" }
+        #expect(kinds.filter { $0 == "expired due" }.count == 1, "\(kinds)")
+        let due = try #require(try await store.countdown("due"))
+        #expect(due.state == .expired && due.expiredAt == due.deadlineAt)
+        try await store.start("next", duration: .seconds(60))
+        #expect(store.groups.stats.groups - before.groups == 3)
+        #expect(expired() == 1)
+        try await store.close()
+    }
+
     @Test("A group whose transaction fails as a whole runs each write alone: the failing write fails, every other commits", arguments: TestEngine.all)
     func failedGroupRunsEachAlone(engine: TestEngine) async throws {
         struct Broken: Error {}
