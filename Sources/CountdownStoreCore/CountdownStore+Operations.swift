@@ -187,18 +187,20 @@ extension CountdownStore {
         return item
     }
 
-    /// What a start's event says besides its kind: the duration, and a debounce's maximum wait.
-    private static func startDetail(_ item: ItemRecord) -> [String: Int64]? {
+    /// What a start's event says besides its kind: the duration, and a debounce's maximum wait,
+    /// as ``EventRecord``'s `detail` writes them (written here directly: a group commit makes
+    /// one for each of its starts).
+    private static func startDetail(_ item: ItemRecord) -> String? {
         guard let duration = item.durationMs else { return nil }
-        guard let maxWait = item.maxWaitMs else { return ["duration_ms": duration] }
-        return ["duration_ms": duration, "max_wait_ms": maxWait]
+        guard let maxWait = item.maxWaitMs else { return "{\"duration_ms\":\(duration)}" }
+        return "{\"duration_ms\":\(duration),\"max_wait_ms\":\(maxWait)}"
     }
 
     /// The event of a new key's start, once inserted.
     private static func startedEvent(_ inserted: ItemRecord, _ time: Now) -> EventRecord {
-        EventRecord(
-            inserted.kind == .stopwatch ? .stopwatchStarted : .started, item: inserted, at: time,
-            detail: startDetail(inserted))
+        var event = EventRecord(inserted.kind == .stopwatch ? .stopwatchStarted : .started, item: inserted, at: time)
+        event.detail = startDetail(inserted)
+        return event
     }
 
     /// How a group commit inserts `request` with the group's other new keys.
@@ -262,10 +264,9 @@ extension CountdownStore {
         item.id = existing.id
         item.generation = existing.generation + 1
         try tx.update(item)
-        try tx.append(
-            EventRecord(
-                item.kind == .stopwatch ? .stopwatchStarted : .replaced, item: item, at: time,
-                detail: startDetail(item)))
+        var event = EventRecord(item.kind == .stopwatch ? .stopwatchStarted : .replaced, item: item, at: time)
+        event.detail = startDetail(item)
+        try tx.append(event)
         return item
     }
 
