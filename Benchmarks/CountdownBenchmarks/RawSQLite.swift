@@ -4,15 +4,16 @@ import Foundation
 /// A bare SQLite connection through the C API: the baseline every figure is compared with.
 ///
 /// It opens files with the store's connection settings (WAL, `synchronous=NORMAL`,
-/// `trusted_schema=OFF`, defensive mode, a busy timeout, and SQLite's default threading mode,
-/// which GRDB's connections use too) and does nothing more.
+/// `trusted_schema=OFF`, defensive mode, a busy timeout, and the multi-thread mode GRDB opens
+/// its connections in, `SQLITE_OPEN_NOMUTEX`: each connection is used by one thread at a time)
+/// and does nothing more.
 final class RawDatabase {
     let handle: OpaquePointer
 
     /// Opens `path` with the store's settings; `fullSync` is the store's `.full` durability.
     init(path: String, fullSync: Bool = false) throws {
         var db: OpaquePointer?
-        let code = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil)
+        let code = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
         guard code == SQLITE_OK, let db else {
             if let db { sqlite3_close_v2(db) }
             throw BenchmarkError("cannot open \(path): SQLite code \(code)")
