@@ -39,4 +39,10 @@ int countdown_writer_waits(sqlite3 *db, int waits);
 /// to be still the one at its path (a writer about to begin); 1: checks (a ticker's pause).
 int countdown_writers_waiting(sqlite3 *db, int verify);
 
+/// The name of a VFS that passes everything to the default VFS, but writes a `-wal` file's
+/// frames of one commit together, in one write (see walwrites.c); registered on first use.
+/// NULL when it cannot be used (SQLite failed to register it, or the default VFS's files do not
+/// fit it).
+const char *countdown_wal_vfs(void);
+
 #endif

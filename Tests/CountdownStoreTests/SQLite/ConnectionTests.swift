@@ -1,3 +1,4 @@
+import CSQLiteShim
 import Foundation
 import GRDB
 import Testing
@@ -32,6 +33,48 @@ struct ConnectionTests {
                 try db.execute(sql: "UPDATE sqlite_master SET sql = 'garbage' WHERE name = 'countdowns'")
             }
         }
+    }
+
+    @Test(
+        "The store writes each commit's WAL frames together, through its own VFS; another connection sees every commit as soon as it returns, whole, at every size"
+    )
+    func walWritesGathered() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.open()
+        let vfs = try await store.grdb.write { db -> String in
+            var name: UnsafeMutablePointer<CChar>?
+            let rc = sqlite3_file_control(db.sqliteConnection, "main", SQLITE_FCNTL_VFSNAME, &name)
+            defer { sqlite3_free(name) }
+            return rc == SQLITE_OK ? name.map { String(cString: $0) } ?? "" : "code \(rc)"
+        }
+        #expect(vfs.hasPrefix("countdown-wal/"), "\(vfs)")
+
+        // A connection of the default VFS, as another process or the sqlite3 tool opens the file.
+        let reader = try DatabaseQueue(path: fixture.path)
+        defer { try? reader.close() }
+        func stored() throws -> Int { try reader.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM countdowns") ?? -1 } }
+        var expected = 0
+        for index in 0..<40 {
+            try await store.start("one-\(index)", duration: .minutes(5))
+            expected += 1
+            #expect(try stored() == expected, "after start \(index)")
+        }
+        // Commits of every size, from a few frames to far more than one write gathers (4 MiB):
+        // each lands whole, and every page of the file reads back through the WAL.
+        for (batch, size) in [1, 2, 7, 31, 32, 33, 64, 100, 257, 1_000, 4_000, 30_000].enumerated() {
+            try await store.start((0..<size).map { .countdown("b\(batch)-\($0)", duration: .minutes(5), group: "g\($0 % 16)") })
+            expected += size
+            #expect(try stored() == expected, "after a batch of \(size)")
+        }
+        let (integrity, events) = try await reader.read { db in
+            (try String.fetchAll(db, sql: "PRAGMA integrity_check"), try Int.fetchOne(db, sql: "SELECT count(*) FROM countdown_events"))
+        }
+        #expect(integrity == ["ok"])
+        #expect(events == expected)
+        try await store.close()
+        let reopened = try CountdownStore(path: fixture.path, configuration: fixture.configuration)
+        #expect(try await reopened.counts().total == expected)
+        try await reopened.close()
     }
 
     @Test("Closing the store leaves everything in the database file itself")
