@@ -73,7 +73,7 @@ struct PowerLossTests {
         let path = folder.path()
         // This seed cuts the power in the middle of the switch to WAL, the one write of a store
         // that goes through a rollback journal.
-        let helper = try HelperProcess(["powerloss", path, "7380229082003519088", "normal"])
+        let helper = try HelperProcess(["powerloss", path, "7380229082003519768", "normal"])
         _ = await helper.finish(limit: 60, status: nil)
         let journal = try FileManager.default.attributesOfItem(atPath: path + "-journal")[.size] as? Int ?? 0
         let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0

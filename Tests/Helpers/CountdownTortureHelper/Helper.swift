@@ -277,9 +277,11 @@ extension Helper {
             FileHandle.standardError.write(Data("cannot register the test VFS\n".utf8))
             exit(70)
         }
-        // About 1,300 writes and syncs make the whole run under NORMAL, about 1,700 under FULL:
-        // most trials lose power somewhere in it, from creating the file to the last start.
-        countdown_testvfs_power_loss_after(Int.random(in: 1...1_500, using: &rng), seed)
+        // About 510 writes and syncs make the whole run under NORMAL, about 970 under FULL (each
+        // commit's WAL frames reach the file in one write): most trials lose power somewhere in
+        // it, from creating the file to the last start.
+        let operations = durability == .full ? 1_050 : 560
+        countdown_testvfs_power_loss_after(Int.random(in: 1...operations, using: &rng), seed)
         let store = try CountdownStore(path: path, configuration: .init(durability: durability))
         for index in 0..<400 {
             try await store.start("p-\(index)", duration: .seconds(3600), payload: .text(String(repeating: "x", count: Int.random(in: 0...600, using: &rng))))
