@@ -252,7 +252,7 @@ static int cUnfetch(sqlite3_file *f, sqlite3_int64 offset, void *pointer) {
     return file->real->pMethods->xUnfetch(file->real, offset, pointer);
 }
 
-static int cOpen(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *outFlags) {
+static int cOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *outFlags) {
     (void)vfs;
     // A database's journal or `-wal` file goes through the VFS its database file went through.
     CountdownFile *database = 0;
