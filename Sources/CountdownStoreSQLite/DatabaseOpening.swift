@@ -146,8 +146,7 @@ enum DatabaseOpening {
             let vfs = countdown_wal_vfs()
         else { return path }
         // A URI's path is percent-encoded, except the characters that cannot be mistaken.
-        var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(128)))
-        allowed.insert(charactersIn: "/-._~")
+        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/-._~")
         guard let encoded = path.addingPercentEncoding(withAllowedCharacters: allowed) else { return path }
         return "file:\(encoded)?vfs=\(String(cString: vfs))"
     }
