@@ -42,6 +42,25 @@ struct GroupCommitTests {
         return (gate, held)
     }
 
+    /// A first write holds the store; the one queued behind it leads the next group (of the
+    /// store's commit queue, on SQLite), whose transaction is then held open at `inner` in turn.
+    /// Returns once that transaction is under way.
+    static func holdSecondGroup(_ store: CountdownStore) async throws -> (
+        inner: Gate, leading: Task<Int, any Error>, held: [Task<Int, any Error>]
+    ) {
+        let (first, held) = try await holdEveryGroup(store)
+        let inner = Gate()
+        let leading = Task {
+            try await store.groupedWriting(.start) { _, _ in
+                inner.wait(); return 1
+            }
+        }
+        try await until("the second write queued") { store.groups.waitingCount == 1 }
+        first.open()
+        try await until("the second group's transaction under way") { inner.isEntered }
+        return (inner, leading, held)
+    }
+
     /// Waits (at most 30 s) until `condition` holds.
     static func until(_ what: String, _ condition: () -> Bool) async throws {
         let end = ContinuousClock.now + .seconds(30)
@@ -158,16 +177,7 @@ struct GroupCommitTests {
 
         // A first write holds the store; the one queued behind it leads the next group, whose
         // transaction is then held open in turn.
-        let (first, held) = try await Self.holdEveryGroup(store)
-        let inner = Gate()
-        let leading = Task {
-            try await store.groupedWriting(.start) { _, _ in
-                inner.wait(); return 1
-            }
-        }
-        try await Self.until("the second write queued") { store.groups.waitingCount == 1 }
-        first.open()
-        try await Self.until("the second group's transaction under way") { inner.isEntered }
+        let (inner, leading, held) = try await Self.holdSecondGroup(store)
         let readAtBegin = fixture.clock.bootMilliseconds
 
         // While it runs, the clocks move past the deadline of "due", and a start comes.
@@ -208,18 +218,8 @@ struct GroupCommitTests {
         let before = store.groups.stats
         store.groups.timeBound = .seconds(60)
 
-        // As above: a first write holds the store, and the one queued behind it leads a group
-        // of the store's commit queue, whose transaction is then held open in turn.
-        let (first, held) = try await Self.holdEveryGroup(store)
-        let inner = Gate()
-        let leading = Task {
-            try await store.groupedWriting(.start) { _, _ in
-                inner.wait(); return 1
-            }
-        }
-        try await Self.until("the second write queued") { store.groups.waitingCount == 1 }
-        first.open()
-        try await Self.until("the second group's transaction under way") { inner.isEntered }
+        // As above: the second group's transaction is held open.
+        let (inner, leading, held) = try await Self.holdSecondGroup(store)
 
         // "due" comes due while that transaction runs, which read the clocks before: it commits
         // without recording it. Its callers then end instead of writing again, and the
