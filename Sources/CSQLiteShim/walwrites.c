@@ -112,6 +112,8 @@ static int cWrite(sqlite3_file *f, const void *data, int amount, sqlite3_int64 o
     CountdownFile *file = (CountdownFile *)f;
     if (!file->isWAL) return file->real->pMethods->xWrite(file->real, data, amount, offset);
     int rc;
+    // Whether this is the page of a commit's last frame (kept across a write of what was gathered).
+    int commitPage = file->commitFrame;
     if (file->length > 0 && (offset != file->offset + file->length || file->length + amount > COUNTDOWN_GATHER_MOST)) {
         rc = countdown_flush(file);
         if (rc != SQLITE_OK) return rc;
@@ -134,7 +136,7 @@ static int cWrite(sqlite3_file *f, const void *data, int amount, sqlite3_int64 o
     if (file->length == 0) file->offset = offset;
     memcpy(file->buffer + file->length, data, (size_t)amount);
     file->length += amount;
-    if (file->commitFrame) return countdown_flush(file);  // the page of a commit's last frame
+    if (commitPage) return countdown_flush(file);
     if (amount == COUNTDOWN_FRAME_HEADER && offset >= COUNTDOWN_WAL_HEADER &&
         countdown_big_endian((const unsigned char *)data + 4) != 0) {
         file->commitFrame = 1;
