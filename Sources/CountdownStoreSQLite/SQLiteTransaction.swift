@@ -21,20 +21,13 @@ struct SQLiteTransaction: RepositoryWriting {
         var appendEvent: Statement?
     }
 
-    /// The statement that inserts a new key, looked up once per transaction: the lookup hashes
-    /// and compares its whole text, which costs more than binding it for one small row.
-    private func insertNewStatement() throws -> Statement {
-        if let statement = memo.insertNew { return statement }
-        let statement = try db.cachedStatement(sql: ItemRecord.insertNewSQL)
-        memo.insertNew = statement
-        return statement
-    }
-
-    /// The statement that appends an event, looked up once per transaction.
-    private func appendEventStatement() throws -> Statement {
-        if let statement = memo.appendEvent { return statement }
-        let statement = try db.cachedStatement(sql: EventRecord.insertSQL)
-        memo.appendEvent = statement
+    /// The connection's statement for `sql`, looked up once per transaction and kept in `slot`:
+    /// the lookup hashes and compares its whole text, which costs more than binding it for one
+    /// small row.
+    private func statement(_ slot: inout Statement?, _ sql: String) throws -> Statement {
+        if let statement = slot { return statement }
+        let statement = try db.cachedStatement(sql: sql)
+        slot = statement
         return statement
     }
 
@@ -290,7 +283,7 @@ struct SQLiteTransaction: RepositoryWriting {
         if memo.anyRetiredKeys == true, let retired = try retiredGeneration(key: item.key) {
             item.generation = max(item.generation, retired + 1)
         }
-        try db.run(insertNewStatement(), bind: item.bind)
+        try db.run(statement(&memo.insertNew, ItemRecord.insertNewSQL), bind: item.bind)
         guard db.changesCount == 1 else { return false }
         item.id = db.lastInsertedRowID
         return true
@@ -330,7 +323,7 @@ struct SQLiteTransaction: RepositoryWriting {
     }
 
     func append(_ event: EventRecord) throws {
-        try db.run(appendEventStatement(), bind: event.bind)
+        try db.run(statement(&memo.appendEvent, EventRecord.insertSQL), bind: event.bind)
     }
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
