@@ -42,6 +42,23 @@ int countdown_skip_needless_fchown(void) {
     return countdown_fchown_result;
 }
 
+// SQLite counts the memory it allocates for `sqlite3_memory_used` and the heap limits, under a
+// mutex of the whole process, at every allocation, and it allocates several times a statement:
+// that mutex alone was a tenth of a group commit's time. The setting can only change before
+// SQLite is first used in the process; once it is, SQLite refuses the change and keeps counting.
+
+static pthread_once_t countdown_memstatus_once = PTHREAD_ONCE_INIT;
+static int countdown_memstatus_result = SQLITE_MISUSE;
+
+static void countdown_stop_memstatus(void) {
+    countdown_memstatus_result = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
+int countdown_skip_memory_statistics(void) {
+    pthread_once(&countdown_memstatus_once, countdown_stop_memstatus);
+    return countdown_memstatus_result;
+}
+
 // Writers waiting, as other processes see them. SQLite's write lock is a byte of the `-shm` file
 // that a writer takes without waiting, retrying after a sleep while it is busy: nobody queues, and
 // a writer that sleeps through the short gaps between a busy ticker's batches can miss one gap

@@ -119,6 +119,9 @@ enum DatabaseOpening {
     static func open(path: String, busyTimeout: Duration, durability: CountdownStore.Durability) throws(CountdownError)
         -> DatabaseQueue
     {
+        // Before anything uses SQLite in this process, when this is the first: its count of the
+        // memory it allocates takes a mutex at every allocation (see shim.c).
+        _ = countdown_skip_memory_statistics()
         // Run as root, SQLite would otherwise change nothing of the log files' owner at every
         // opening, and wait for their inode to do so behind a busy writer (see shim.c).
         _ = countdown_skip_needless_fchown()

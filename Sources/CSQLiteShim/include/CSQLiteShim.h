@@ -30,6 +30,12 @@ static inline int countdown_sync_database(sqlite3 *db) {
 /// Once per process; later calls return the first one's result. Returns an SQLite result code.
 int countdown_skip_needless_fchown(void);
 
+/// Turns off SQLite's count of the memory it allocates (`SQLITE_CONFIG_MEMSTATUS`), which takes a
+/// mutex of the whole process at every allocation, if SQLite is not in use in the process yet
+/// (see shim.c). Once per process; later calls return the first one's result: SQLITE_OK when it
+/// was turned off, SQLITE_MISUSE when SQLite was already in use and keeps counting.
+int countdown_skip_memory_statistics(void);
+
 /// Says (`waits` 1) or stops saying (0) that a writer of `db`'s database waits for SQLite's write
 /// lock, for other processes to see (see shim.c). Returns 1 when done, 0 where it cannot be.
 int countdown_writer_waits(sqlite3 *db, int waits);

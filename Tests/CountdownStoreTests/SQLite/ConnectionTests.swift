@@ -36,6 +36,30 @@ struct ConnectionTests {
     }
 
     @Test(
+        "A store that opens before anything else uses SQLite in the process turns off SQLite's count of allocated memory; later, SQLite keeps counting"
+    )
+    func memoryStatisticsOffWhenFirst() async throws {
+        let fixture = try Fixture()
+        let store = try await fixture.open()
+        for index in 0..<50 { try await store.start("item-\(index)", duration: .seconds(60)) }
+        _ = try await store.list()
+        // The first call in the process (the store's opening, or another test's) decided it.
+        let decided = countdown_skip_memory_statistics()
+        var current: Int64 = -1
+        var highest: Int64 = -1
+        #expect(sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &current, &highest, 0) == SQLITE_OK)
+        switch decided {
+        case SQLITE_OK:
+            #expect(current == 0 && highest == 0, "turned off, yet counted \(current) bytes")
+        case SQLITE_MISUSE:
+            #expect(current > 0, "SQLite was in use first and keeps counting")
+        default:
+            Issue.record("unexpected result \(decided)")
+        }
+        try await store.close()
+    }
+
+    @Test(
         "The store writes each commit's WAL frames together, through its own VFS; another connection sees every commit as soon as it returns, whole, at every size"
     )
     func walWritesGathered() async throws {
