@@ -63,6 +63,22 @@ extension EventRecord {
 
     static let insertSQL = "INSERT INTO countdown_events (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
+    /// The most events one statement inserts (``insertSQL(rows:)``): 352 parameters, within the
+    /// 999 of SQLite builds older than 3.32.
+    static let rowsPerInsert = 32
+
+    /// `INSERT` of `rows` events (1 to ``rowsPerInsert``) in one statement, each bound as
+    /// ``bind(_:)`` binds one: SQLite numbers them in the order of their rows, and a table with
+    /// `AUTOINCREMENT` reads and writes its sequence once per statement, not once per row.
+    static func insertSQL(rows: Int) -> String {
+        insertSQLs[max(1, min(rows, rowsPerInsert)) - 1]
+    }
+
+    private static let insertSQLs = (1...rowsPerInsert).map { rows in
+        "INSERT INTO countdown_events (\(columns)) VALUES "
+            + repeatElement("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+    }
+
     /// Binds the values of ``columns``, in order.
     func bind(_ values: inout Bindings) {
         values.add(id)

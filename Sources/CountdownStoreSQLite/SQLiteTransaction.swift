@@ -19,6 +19,8 @@ struct SQLiteTransaction: RepositoryWriting {
         /// The statements a transaction may run once per item (a group's starts), looked up once.
         var insertNew: Statement?
         var appendEvent: Statement?
+        /// Events inserted ``EventRecord/rowsPerInsert`` to a statement.
+        var appendEvents: Statement?
     }
 
     /// The connection's statement for `sql`, looked up once per transaction and kept in `slot`:
@@ -297,8 +299,7 @@ struct SQLiteTransaction: RepositoryWriting {
         // Each statement looked up once for the batch: the lookup hashes its whole text.
         let update = try db.cachedStatement(sql: ItemRecord.updateSQL)
         for item in items { try db.run(update, bind: item.bind) }
-        let insert = try db.cachedStatement(sql: EventRecord.insertSQL)
-        for event in events { try db.run(insert, bind: event.bind) }
+        try append(all: events)
     }
 
     func delete(_ item: ItemRecord) throws {
@@ -324,6 +325,21 @@ struct SQLiteTransaction: RepositoryWriting {
 
     func append(_ event: EventRecord) throws {
         try db.run(statement(&memo.appendEvent, EventRecord.insertSQL), bind: event.bind)
+    }
+
+    func append(all events: [EventRecord]) throws {
+        var first = events.startIndex
+        while first < events.endIndex {
+            let rows = min(EventRecord.rowsPerInsert, events.endIndex - first)
+            let statement =
+                rows == EventRecord.rowsPerInsert
+                ? try statement(&memo.appendEvents, EventRecord.insertSQL(rows: rows))
+                : try db.cachedStatement(sql: EventRecord.insertSQL(rows: rows))
+            try db.run(statement) { values in
+                for event in events[first..<first + rows] { event.bind(&values) }
+            }
+            first += rows
+        }
     }
 
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {

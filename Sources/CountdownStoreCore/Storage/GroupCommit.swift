@@ -429,6 +429,15 @@ extension CountdownStore {
                                 let bound = ContinuousClock.now + self.groups.timeBound
                                 var ran = 0
                                 var first = 0
+                                // The events of the starts inserted so far, appended together (fewer
+                                // statements) before anything else writes an event, so that every
+                                // event keeps its place in the order of the writes.
+                                var startEvents: [EventRecord] = []
+                                func appendStartEvents() throws {
+                                    guard !startEvents.isEmpty else { return }
+                                    try tx.append(all: startEvents)
+                                    startEvents.removeAll(keepingCapacity: true)
+                                }
                                 while true {
                                     let writes = taken.writes
                                     // The new keys of these writes, together.
@@ -442,7 +451,7 @@ extension CountdownStore {
                                         var items = starts.map { $0.1.item(now) }
                                         let inserted = try tx.insertNew(all: &items)
                                         for (position, (index, start)) in starts.enumerated() where inserted[position] {
-                                            try tx.append(start.event(items[position], now))
+                                            startEvents.append(start.event(items[position], now))
                                             results[index] = .success(items[position].countdown(at: now))
                                         }
                                     }
@@ -453,6 +462,7 @@ extension CountdownStore {
                                             break
                                         }
                                         ran += 1
+                                        try appendStartEvents()
                                         do {
                                             results[index] = .success(
                                                 try tx.savepoint { try writes[index].body(tx, now) })
@@ -475,11 +485,13 @@ extension CountdownStore {
                                         // The clocks moved on since they were read: these writes get the
                                         // instant they would get alone, as a transaction of their own
                                         // would read it (with the expiries due by then recorded first).
+                                        try appendStartEvents()
                                         (now, expired) = try self.advanceClocks(
                                             tx, movingCheckpoint: false, expiryLimit: limit, leavingToHolder: false)
                                         anyExpired = anyExpired || !expired.isEmpty
                                     }
                                 }
+                                try appendStartEvents()
                                 return (results, anyExpired, tx.tally)
                             }
                         }

@@ -11,6 +11,11 @@ extension RepositoryWriting {
         return true
     }
 
+    /// One ``append(_:)`` after another.
+    package func append(all events: [EventRecord]) throws {
+        for event in events { try append(event) }
+    }
+
     /// One ``insertNew(_:)`` after another: for engines whose statements cost no round trip.
     package func insertNew(all items: inout [ItemRecord]) throws -> [Bool] {
         try items.indices.map { index in try insertNew(&items[index]) }
@@ -45,6 +50,8 @@ package protocol RepositoryWriting: RepositoryReading {
     /// Deletes the item, remembering its generation so the key never reuses it.
     func delete(_ item: ItemRecord) throws
     func append(_ event: EventRecord) throws
+    /// ``append(_:)`` for each of `events`, in order, which an engine may send as fewer statements.
+    func append(all events: [EventRecord]) throws
     /// Creates consumer `name` with its cursor at `cursor`; leaves one that exists as it is (a
     /// writer running side by side may have created it since this transaction looked).
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws

@@ -83,6 +83,12 @@ final class WriteTransaction {
         note(event)
     }
 
+    /// ``RepositoryWriting/append(all:)``.
+    func append(all events: [EventRecord]) throws {
+        try rows.append(all: events)
+        events.forEach(note)
+    }
+
     /// ``RepositoryWriting/recordExpiries(_:events:)``.
     func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws {
         try rows.recordExpiries(items, events: events)

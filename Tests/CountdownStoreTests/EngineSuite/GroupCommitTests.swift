@@ -161,6 +161,15 @@ struct GroupCommitTests {
         let events = try await events(store).dropFirst(eventsBefore)
         #expect(events.map(\.kind).sorted() == (Array(repeating: "started", count: 12) + ["paused"]).sorted())
         #expect(Set(events.compactMap(\.key)) == Set((0..<12).map { "new-\($0)" } + ["running"]))
+        // In the order of the writes: the new keys' events (appended together) in the order their
+        // items went in; in one group, the pause's after them, since its body ran after.
+        let newKeys = (0..<12).map { "new-\($0)" }
+        let inserted = try await store.engine.read { tx in
+            try newKeys.map { key in (key, try tx.item(key: key)?.id ?? -1) }
+        }
+        let startedKeys = events.filter { $0.kind == "started" }.compactMap(\.key)
+        #expect(startedKeys == inserted.sorted { $0.1 < $1.1 }.map(\.0), "\(events)")
+        if stats.groups - statsBefore.groups == heldCount + 1 { #expect(events.last?.kind == "paused", "\(events)") }
         try await store.close()
     }
 
