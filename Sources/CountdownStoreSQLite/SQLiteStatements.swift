@@ -20,6 +20,16 @@ extension ItemRecord {
         ON CONFLICT (key) DO NOTHING
         """
 
+    /// What ``ItemRecord/expire(at:)`` changes in an item, and nothing else, as
+    /// `recordExpiries(_:events:)` writes it (the server engine's statement sets the same columns):
+    /// an `UPDATE` of every column would also rewrite the entries of the indexes whose columns
+    /// stay as they were, the key's among them, for each expiry of a batch.
+    static let expireSQL = """
+        UPDATE countdowns SET state = 'expired', paused_at_ms = NULL, deadline_ms = NULL, final_elapsed_ms = ?2,
+            ended_at_ms = ?3, expired_at_ms = ?4, updated_at_ms = ?5
+        WHERE id = ?1
+        """
+
     static let updateSQL = """
         UPDATE countdowns SET id = ?1, key = ?2, group_name = ?3, kind = ?4, policy = ?5, state = ?6,
             duration_ms = ?7, generation = ?8, start_offset_ms = ?9, gap_at_start_ms = ?10, started_at_ms = ?11,

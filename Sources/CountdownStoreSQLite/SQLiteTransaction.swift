@@ -297,8 +297,16 @@ struct SQLiteTransaction: RepositoryWriting {
 
     func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws {
         // Each statement looked up once for the batch: the lookup hashes its whole text.
-        let update = try db.cachedStatement(sql: ItemRecord.updateSQL)
-        for item in items { try db.run(update, bind: item.bind) }
+        let update = try db.cachedStatement(sql: ItemRecord.expireSQL)
+        for item in items {
+            try db.run(update) { values in
+                values.add(item.id)
+                values.add(item.finalElapsedMs)
+                values.add(item.endedAtMs)
+                values.add(item.expiredAtMs)
+                values.add(item.updatedAtMs)
+            }
+        }
         try append(all: events)
     }
 
