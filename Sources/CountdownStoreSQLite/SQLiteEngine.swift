@@ -65,19 +65,23 @@ struct SQLiteEngine: StorageEngine {
         return try WALCheckpointer.start(for: self, path: path)
     }
 
-    /// Holds this connection's queue, with no transaction open, for `pause`: a write of this
-    /// process (a consumer's acknowledgement beside the ticker) would otherwise take SQLite's
-    /// write lock in the pause meant for other processes.
+    /// A pause between two batches, with no transaction open: other processes' writers take
+    /// SQLite's write lock in it, and so do this process's own (a consumer claiming the
+    /// expiries the batch before just recorded, a request's write), which would otherwise
+    /// wait for the pause, and for the other processes' writes after it, before their first
+    /// statement, so that the first expiries of a backlog reached their consumer only after the
+    /// first pause and whatever other processes wrote in it. Then the writers of other processes
+    /// that say they wait go first (see ``leaveWritesToOthers(for:waitingAtMost:)``).
     func leaveWritesToOthers(for pause: Duration) async {
         await leaveWritesToOthers(for: pause, waitingAtMost: Self.othersWaitBound)
     }
 
     /// ``leaveWritesToOthers(for:)``, going on for writers of other processes that say they wait
-    /// for the write lock for at most `bound` after the pause.
+    /// for the write lock for at most `bound` after the pause, holding this connection's queue
+    /// meanwhile (a write of this process would take the lock before them).
     func leaveWritesToOthers(for pause: Duration, waitingAtMost bound: Duration) async {
-        let microseconds = useconds_t(max(0, pause.milliseconds) * 1000)
+        if pause > .zero { try? await Task.sleep(for: pause) }
         _ = try? await writer.writeWithoutTransaction { db in
-            usleep(microseconds)
             // Writers of other processes that say they wait (see shim.c) go first, for a
             // bounded time: each got the lock in the pause, or gets it as the one before ends.
             let bound = ContinuousClock.now + bound
