@@ -178,7 +178,7 @@ extension CountdownStore {
     }
 
     /// The item `request` starts at `time`, before it is inserted (generation 1, no id yet).
-    private static func newItem(_ request: ValidRequest, _ time: Now) -> ItemRecord {
+    private static func newItem(_ request: ValidRequest, _ time: ClocksNow) -> ItemRecord {
         var item = ItemRecord(
             key: request.key, group: request.group, kind: request.durationMs == nil ? .stopwatch : .countdown,
             policy: request.policy, durationMs: request.durationMs, payload: request.payload, generation: 1, at: time)
@@ -197,7 +197,7 @@ extension CountdownStore {
     }
 
     /// The event of a new key's start, once inserted.
-    private static func startedEvent(_ inserted: ItemRecord, _ time: Now) -> EventRecord {
+    private static func startedEvent(_ inserted: ItemRecord, _ time: ClocksNow) -> EventRecord {
         var event = EventRecord(inserted.kind == .stopwatch ? .stopwatchStarted : .started, item: inserted, at: time)
         event.detail = startDetail(inserted)
         return event
@@ -211,7 +211,7 @@ extension CountdownStore {
     }
 
     private static func start(
-        _ request: ValidRequest, whenActive: WhenActive, _ tx: WriteTransaction, _ time: Now, lastWrite: Bool
+        _ request: ValidRequest, whenActive: WhenActive, _ tx: WriteTransaction, _ time: ClocksNow, lastWrite: Bool
     ) throws -> Countdown {
         switch try startOrFind(request, tx, time, lastWrite: lastWrite) {
         case .started(let item):
@@ -243,13 +243,13 @@ extension CountdownStore {
     /// Starts `request` unless its key's item is active, which it returns as it is. A new key
     /// (the common case) is one statement with its event where the engine can; a removed key's
     /// generations never repeat; an ended item is replaced in its next generation.
-    static func startOrFind(_ request: ValidRequest, _ tx: WriteTransaction, _ time: Now, lastWrite: Bool) throws
+    static func startOrFind(_ request: ValidRequest, _ tx: WriteTransaction, _ time: ClocksNow, lastWrite: Bool) throws
         -> StartOrFind
     {
         var item = newItem(request, time)
         let inserted = try tx.insertNew(&item, lastWrite: lastWrite) { inserted in startedEvent(inserted, time) }
         if inserted { return .started(item) }
-        guard let existing = try settled(tx.rows.item(key: request.key), tx, time) else {
+        guard let existing = try withDueExpiryRecorded(tx.item(key: request.key), tx, time) else {
             throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
         }
         if existing.state.isActive { return .active(existing) }
@@ -257,7 +257,7 @@ extension CountdownStore {
     }
 
     /// Writes `request` over `existing`, in its next generation, with a `replaced` event.
-    private static func replace(_ existing: ItemRecord, with request: ValidRequest, _ tx: WriteTransaction, _ time: Now)
+    private static func replace(_ existing: ItemRecord, with request: ValidRequest, _ tx: WriteTransaction, _ time: ClocksNow)
         throws -> ItemRecord
     {
         var item = newItem(request, time)
@@ -270,30 +270,6 @@ extension CountdownStore {
         return item
     }
 
-    /// `item` as a write must see it: a countdown that has come due but whose expiry is still to
-    /// record (the writes before recorded a batch at most) has it recorded first, with its event,
-    /// so that the change comes after it, as for every reader it already has.
-    static func settled(_ item: ItemRecord?, _ tx: WriteTransaction, _ time: Now) throws -> ItemRecord? {
-        guard var item, item.isDue(at: time) else { return item }
-        try expire(&item, tx, time)
-        return item
-    }
-
-    /// Records the expiry of a countdown, with its expiry event.
-    static func expire(_ item: inout ItemRecord, _ tx: WriteTransaction, _ time: Now) throws {
-        let event = expiry(&item, time)
-        try tx.update(item)
-        try tx.append(event)
-    }
-
-    /// Marks a countdown expired at `time` and returns its expiry event, writing nothing.
-    static func expiry(_ item: inout ItemRecord, _ time: Now) -> EventRecord {
-        let (deadlineAt, late) = item.expire(at: time)
-        return EventRecord(
-            .expired, item: item, at: time, deadlineAtMs: deadlineAt, firedAtMs: time.wall, lateMs: late,
-            payload: item.payload)
-    }
-
     // MARK: - Changing one item
 
     /// Runs `change` on the item under `key` in one transaction. A countdown that had come due is
@@ -301,11 +277,11 @@ extension CountdownStore {
     /// `change` refuses.
     private func change(
         _ key: String, _ operation: WriteOperation,
-        _ change: @escaping @Sendable (inout ItemRecord, WriteTransaction, Now) throws -> Void
+        _ change: @escaping @Sendable (inout ItemRecord, WriteTransaction, ClocksNow) throws -> Void
     ) async throws(CountdownError) -> Countdown {
         let key = try Validate.key(key)
         let outcome: Result<Countdown, CountdownError> = try await groupedWriting(operation) { tx, time in
-            guard var item = try tx.rows.item(key: key) else { throw CountdownError.notFound(key) }
+            guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
             guard item.isDue(at: time) else {
                 try change(&item, tx, time)
                 return .success(item.countdown(at: time))

@@ -24,8 +24,10 @@ public final class CountdownStore: Sendable {
 
     /// The database engine: every read and write of the store goes through it.
     package let engine: any StorageEngine
+    /// What the engine can do beyond ``StorageEngine``, looked up once.
+    let capabilities: EngineCapabilities
     /// The operations under way on the engine: closing refuses new ones and waits for these.
-    let using = EngineUse()
+    let underWay = OperationsUnderWay()
     /// Bumped after every committed write of this instance that changed items or events.
     let changes = ChangeSignal()
     /// The writes of single items waiting for the one under way, to commit together (group commit).
@@ -57,10 +59,11 @@ public final class CountdownStore: Sendable {
     /// A store on `engine`, whose database is already migrated and has its clock row.
     package init(engine: any StorageEngine, path: String?, configuration: Configuration) {
         self.engine = engine
+        self.capabilities = EngineCapabilities(engine)
         self.path = path
         self.configuration = configuration
         self.metrics = StoreMetrics(configuration.metrics)
-        self.groups = WriteGroups(concurrency: engine.concurrentWriteGroups)
+        self.groups = WriteGroups(concurrency: capabilities.concurrentWriteGroups)
         self.instanceID =
             "\(Self.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UUID().uuidString.prefix(8).lowercased())"
         configuration.logger.debug("opened countdown store", metadata: ["path": "\(path ?? "host database")"])
@@ -156,20 +159,20 @@ public final class CountdownStore: Sendable {
                 consumers: consumers, claimsReleased: claimsReleased.withLock { $0 }, lease: holdsLease,
                 why: "no answer from the database within \(stop.bound)", error: nil)
         }
-        let underWay = using.refuseNew()
-        if underWay > 0 {
+        let running = underWay.refuseNew()
+        if running > 0 {
             let drained = await BoundedWait.result(
-                of: Task { await using.drained() }, by: stop, passingCancellation: false)
+                of: Task { await underWay.drained() }, by: stop, passingCancellation: false)
             if drained == nil {
                 // The database does not answer: their waits give up, and the database closes once
                 // they have ended, without this call waiting any longer.
                 configuration.logger.warning(
                     "closing without waiting any longer for operations the database did not answer; they fail",
-                    metadata: ["operations": "\(underWay)", "bound": "\(stop.bound)"])
-                engine.abandonWaits()
-                let (using, engine, logger) = (using, engine, configuration.logger)
+                    metadata: ["operations": "\(running)", "bound": "\(stop.bound)"])
+                capabilities.abandonable?.abandonWaits()
+                let (underWay, engine, logger) = (underWay, engine, configuration.logger)
                 Task {
-                    await using.drained()
+                    await underWay.drained()
                     do {
                         try engine.close()
                     } catch {

@@ -15,7 +15,9 @@ import PostgresNIO
 /// in last, and readers of events read no further than the first ID a writer still under way
 /// may hold, so that IDs are read in order, never a lower one after a higher one (see
 /// ``PostgresTransaction/flushEvents()`` and ``PostgresTransaction/eventHorizon()``).
-struct PostgresEngine: StorageEngine {
+struct PostgresEngine: StorageEngine, DatabaseClockEngine, SideBySideWritingEngine, ChangeNoticeEngine,
+    AbandonableEngine, DetailedEngine
+{
     /// The server in use and the pool on it (or the host's client).
     let servers: ServerSelection
     /// `"schema".` to put before every table name, or empty for the connection's search path.
@@ -63,7 +65,6 @@ struct PostgresEngine: StorageEngine {
     var answerBoundMs: Int?
 
     var knownMigrations: [String] { Migration.embedded.map(\.name) }
-    var writersRunSideBySide: Bool { true }
     /// 64: each write of a group is a subtransaction that writes, and a backend keeps the IDs of
     /// at most 64 of them in shared memory (`PGPROC_MAX_CACHED_SUBXIDS`); past that, every
     /// other session's snapshot looks in `pg_subtrans` while the group's transaction runs.
@@ -82,8 +83,10 @@ struct PostgresEngine: StorageEngine {
         try await transaction(writing: false) { tx in try body(tx) }
     }
 
-    func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T {
-        try await transaction(writing: true) { tx in try body(tx) }
+    func write<T: Sendable>(
+        _ body: @escaping @Sendable (any RepositoryWriting) throws -> TransactionEnd<T>
+    ) async throws -> T {
+        try await transaction(writing: true, ending: body)
     }
 
     /// A read transaction that reads events by ID: the event horizon is computed before its
@@ -96,13 +99,22 @@ struct PostgresEngine: StorageEngine {
     /// How many times a write the server chose as a deadlock's victim is run again.
     static let deadlockRetries = 5
 
-    /// Runs `body` in one transaction on a leased connection, on a thread of the engine's own.
+    /// ``transaction(writing:eventHorizonFirst:ending:)`` for a body that always commits.
+    func transaction<T: Sendable>(
+        writing: Bool, eventHorizonFirst: Bool = false, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
+    ) async throws -> T {
+        try await transaction(writing: writing, eventHorizonFirst: eventHorizonFirst) { tx in .commit(try body(tx)) }
+    }
+
+    /// Runs `body` in one transaction on a leased connection, on a thread of the engine's own,
+    /// and commits it or rolls it back as `body` says.
     ///
     /// Writers run side by side and lock the rows of the countdowns they change; two that lock
     /// the same rows in different orders (bulk operations over overlapping keys) deadlock, and
     /// the server rolls one back: that one runs again, up to ``deadlockRetries`` times.
     func transaction<T: Sendable>(
-        writing: Bool, eventHorizonFirst: Bool = false, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
+        writing: Bool, eventHorizonFirst: Bool = false,
+        ending body: @escaping @Sendable (PostgresTransaction) throws -> TransactionEnd<T>
     ) async throws -> T {
         var attempt = 0
         while true {
@@ -132,7 +144,8 @@ struct PostgresEngine: StorageEngine {
     }
 
     private func attemptTransaction<T: Sendable>(
-        writing: Bool, eventHorizonFirst: Bool, _ body: @escaping @Sendable (PostgresTransaction) throws -> T
+        writing: Bool, eventHorizonFirst: Bool,
+        _ body: @escaping @Sendable (PostgresTransaction) throws -> TransactionEnd<T>
     ) async throws -> T {
         let watch = StatementWatch(abandonment, answerBoundMs: answerBoundMs)
         do {
@@ -161,7 +174,11 @@ struct PostgresEngine: StorageEngine {
                             try tx.sendUnanswered("SET LOCAL synchronous_commit = on", isBegin: true)
                         }
                         do {
-                            let value = try body(tx)
+                            let end = try body(tx)
+                            guard end.commits else {
+                                try tx.execute("ROLLBACK")
+                                return end.value
+                            }
                             if writing {
                                 try tx.finish()
                                 if let beforeCommit {
@@ -170,7 +187,7 @@ struct PostgresEngine: StorageEngine {
                                 }
                             }
                             try tx.execute("COMMIT")
-                            return value
+                            return end.value
                         } catch let error as BeginFailed {
                             throw error
                         } catch {
@@ -185,8 +202,6 @@ struct PostgresEngine: StorageEngine {
             }
         } catch let error as CountdownError {
             throw error
-        } catch let error as CheckpointBehindBacklog {
-            throw error  // the store records the backlog and tries again
         } catch let error as PostgresFailure {
             throw error
         } catch let error as BeginFailed {
@@ -218,8 +233,6 @@ struct PostgresEngine: StorageEngine {
             throw PostgresFailure(error, place: place)
         }
     }
-
-    func startUpkeep() throws -> (any EngineUpkeep)? { nil }
 
     var pushesForeignChanges: Bool { wakeUps == .notifications }
 
@@ -262,8 +275,6 @@ struct PostgresEngine: StorageEngine {
     func integrityCheck(quick: Bool) async throws -> [String] {
         try await transaction(writing: false) { tx in try PostgresMigrator.integrityProblems(tx) }
     }
-
-    func checkpointLog() async throws -> Bool { true }
 
     /// The server reached (address, version, primary or standby, TLS), the lease's term, and how
     /// far this host's clock is from the database's.

@@ -6,7 +6,7 @@ import PostgresNIO
 
 /// One transaction's view of the tables on PostgreSQL: the same reads and writes as SQLite's,
 /// each statement waited for on the engine's thread.
-final class PostgresTransaction: RepositoryWriting, @unchecked Sendable {
+final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLockingTransaction, @unchecked Sendable {
     let engine: PostgresEngine
     let connection: PostgresConnection
     let writing: Bool

@@ -94,7 +94,9 @@ extension CountdownStore {
     ///   not in WAL mode (it has no log).
     @discardableResult
     public func checkpointWAL() async throws(CountdownError) -> Bool {
-        try await translatingErrors(path: path) { try await engine.checkpointLog() }
+        // A store on another engine has no log of this kind.
+        guard let engine = engine as? SQLiteEngine else { return true }
+        return try await translatingErrors(path: path) { try await engine.checkpointLog() }
     }
 
 }

@@ -13,7 +13,7 @@ import GRDB
 /// other synchronous methods trap. A write first tries to take SQLite's write lock without
 /// waiting; only when another connection holds it does the write move to GRDB's queue and wait
 /// there (up to the busy timeout) without blocking the caller's thread.
-struct SQLiteEngine: StorageEngine {
+struct SQLiteEngine: StorageEngine, UpkeepEngine {
     let writer: any DatabaseWriter
     /// The database file when the store opened it itself; `nil` for a host's database.
     let path: String?
@@ -107,6 +107,7 @@ struct SQLiteEngine: StorageEngine {
         }
     }
 
+    /// Folds the write-ahead log into the database and truncates it; whether all of it was.
     func checkpointLog() async throws -> Bool {
         try await writer.writeWithoutTransaction { db in
             guard try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal" else { return true }
@@ -156,13 +157,15 @@ struct SQLiteEngine: StorageEngine {
     }
 
     /// The synchronous attempt at a write: on the calling thread, `nil` when the lock is busy.
-    private func writeNow<T: Sendable>(_ body: (any RepositoryWriting) throws -> T) throws -> Outcome<T>? {
+    private func writeNow<T: Sendable>(_ body: (any RepositoryWriting) throws -> TransactionEnd<T>) throws -> Outcome<T>? {
         try writer.unsafeReentrantWrite { db in
             try Self.transaction(db, waitingForLock: false, busyTimeout: busyTimeout, body)
         }
     }
 
-    func write<T: Sendable>(_ body: @escaping @Sendable (any RepositoryWriting) throws -> T) async throws -> T {
+    func write<T: Sendable>(
+        _ body: @escaping @Sendable (any RepositoryWriting) throws -> TransactionEnd<T>
+    ) async throws -> T {
         if let immediate = try writeNow(body) { return immediate.value }
         return try await writer.writeWithoutTransaction { db in
             guard let result = try Self.transaction(db, waitingForLock: true, busyTimeout: busyTimeout, body) else {
@@ -240,10 +243,21 @@ struct SQLiteEngine: StorageEngine {
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction and commits it. Without `waitingForLock`,
     /// returns `nil` at once when another connection holds the write lock, having changed nothing.
     private static func transaction<T: Sendable>(
-        _ db: Database, waitingForLock: Bool, busyTimeout: Duration, _ body: (any RepositoryWriting) throws -> T
+        _ db: Database, waitingForLock: Bool, busyTimeout: Duration,
+        _ body: (any RepositoryWriting) throws -> TransactionEnd<T>
     ) throws -> Outcome<T>? {
-        // Already inside a transaction (the host's): the work joins it, and the host commits.
-        if db.isInsideTransaction { return Outcome(value: try body(SQLiteTransaction(db: db))) }
+        // Already inside a transaction (the host's): the work joins it in a savepoint, which
+        // `body` may roll back, and the host commits.
+        if db.isInsideTransaction {
+            var end: TransactionEnd<T>?
+            try db.inSavepoint {
+                let ended = try body(SQLiteTransaction(db: db))
+                end = ended
+                return ended.commits ? .commit : .rollback
+            }
+            guard let end else { throw DatabaseError(resultCode: .SQLITE_ERROR, message: "a savepoint ended unrun") }
+            return Outcome(value: end.value)
+        }
         if !waitingForLock {
             switch db.configuration.busyMode {
             case .immediateError:
@@ -273,11 +287,15 @@ struct SQLiteEngine: StorageEngine {
         }
         if !db.isInsideTransaction { try beginImmediate(db, busyTimeout: busyTimeout) }
         do {
-            let value = try body(SQLiteTransaction(db: db))
+            let end = try body(SQLiteTransaction(db: db))
+            guard end.commits else {
+                try db.cachedStatement(sql: "ROLLBACK").execute()
+                return Outcome(value: end.value)
+            }
             CrashPoints.reach(.commitBefore)
             try db.cachedStatement(sql: "COMMIT").execute()
             CrashPoints.reach(.commitAfter)
-            return Outcome(value: value)
+            return Outcome(value: end.value)
         } catch {
             if db.isInsideTransaction { try? db.rollback() }
             throw error

@@ -33,19 +33,19 @@ extension CountdownStore {
         let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
         return try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
             // The consumer's row, locked: readers of one consumer claim one after another.
-            guard let cursor = try tx.rows.consumerCursor(name) else { return nil }
-            var claims = try tx.rows.consumerClaims(name)
+            guard let cursor = try tx.consumerCursor(name) else { return nil }
+            var claims = try tx.consumerClaims(name)
             let records: [EventRecord]
             let index: Int
             if let lapsed = claims.firstIndex(where: { !$0.complete && $0.claimedUntilMs <= now.wall }) {
                 // Its reader died or is stuck: the rest of its range goes to this one.
                 index = lapsed
                 let claim = claims[index]
-                records = try tx.rows.events(afterID: claim.ackedThrough, limit: Int(claim.lastID - claim.ackedThrough))
+                records = try tx.events(afterID: claim.ackedThrough, limit: Int(claim.lastID - claim.ackedThrough))
                     .filter { ($0.id ?? 0) <= claim.lastID }
             } else {
                 let after = Self.claimedThrough(claims, cursor: cursor)
-                records = try tx.rows.events(afterID: after, limit: Self.claimBatch)
+                records = try tx.events(afterID: after, limit: Self.claimBatch)
                 guard let last = records.last?.id else { return nil }
                 claims.append(
                     ConsumerClaim(
@@ -55,7 +55,7 @@ extension CountdownStore {
             }
             // The items are read without locks: this transaction holds the consumer's row, and
             // writers lock items before they come to it (every write records due expiries first).
-            let events = try tx.rows.withoutRowLocks { try Self.deliverable(records, filter: filter, tx.rows) }
+            let events = try self.capabilities.withoutRowLocks(in: tx) { try Self.deliverable(records, filter: filter, tx) }
             claims[index].claimant = claimant
             claims[index].claimedUntilMs = now.wall + timeoutMs
             if let last = events.last, claims[index].lastID > last.id {
@@ -65,14 +65,14 @@ extension CountdownStore {
                     let handled = ConsumerClaim(
                         consumer: name, firstID: last.id + 1, lastID: claims[index].lastID,
                         ackedThrough: claims[index].lastID, claimant: claimant, claimedUntilMs: now.wall)
-                    try tx.rows.save(handled)
+                    try tx.save(handled)
                     claims.append(handled)
                 }
                 claims[index].lastID = last.id
             } else if events.isEmpty {
                 claims[index].ackedThrough = claims[index].lastID  // nothing for a reader: handled
             }
-            try tx.rows.save(claims[index])
+            try tx.save(claims[index])
             try Self.moveCursor(name, claims, stored: cursor, atLeast: cursor, tx, now)
             return events
         }
@@ -97,18 +97,18 @@ extension CountdownStore {
     func acknowledge(consumer name: String, eventID id: Int64, through: Bool) async throws(CountdownError) {
         let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
         try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
-            let cursor = try tx.rows.consumerCursor(name) ?? 0
-            var claims = try tx.rows.consumerClaims(name)
+            let cursor = try tx.consumerCursor(name) ?? 0
+            var claims = try tx.consumerClaims(name)
             let owner = claims.firstIndex { $0.firstID <= id && id <= $0.lastID }
             var floor = cursor
             if let owner, !through {
                 claims[owner].ackedThrough = max(claims[owner].ackedThrough, id)
                 claims[owner].claimedUntilMs = now.wall + timeoutMs
-                try tx.rows.save(claims[owner])
+                try tx.save(claims[owner])
             } else {
                 for index in claims.indices where claims[index].firstID <= id && claims[index].ackedThrough < id {
                     claims[index].ackedThrough = min(id, claims[index].lastID)
-                    try tx.rows.save(claims[index])
+                    try tx.save(claims[index])
                 }
                 if id > Self.claimedThrough(claims, cursor: cursor) { floor = id }
             }
@@ -125,13 +125,13 @@ extension CountdownStore {
         let prefix = instanceID + ":"
         try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
             for name in names {
-                guard try tx.rows.consumerCursor(name) != nil else { continue }
-                for var claim in try tx.rows.consumerClaims(name)
+                guard try tx.consumerCursor(name) != nil else { continue }
+                for var claim in try tx.consumerClaims(name)
                 where !claim.complete && claim.claimedUntilMs > now.wall
                     && (reader.map { claim.claimant == $0 } ?? claim.claimant.hasPrefix(prefix))
                 {
                     claim.claimedUntilMs = now.wall
-                    try tx.rows.save(claim)
+                    try tx.save(claim)
                 }
             }
         }
@@ -146,7 +146,7 @@ extension CountdownStore {
     /// acknowledged in full, up to the first one that is not, and forgets those claims.
     private static func moveCursor(
         _ name: String, _ claims: [ConsumerClaim], stored: Int64, atLeast floor: Int64, _ tx: WriteTransaction,
-        _ now: Now
+        _ now: ClocksNow
     ) throws {
         var moved = max(stored, floor)
         for claim in claims.sorted(by: { $0.firstID < $1.firstID }) where claim.lastID > moved {
@@ -155,8 +155,8 @@ extension CountdownStore {
             if !claim.complete { break }
         }
         guard moved > stored else { return }
-        try tx.rows.deleteClaims(name, through: moved)
-        try tx.rows.advanceConsumer(name, to: moved, at: now.wall)
+        try tx.deleteClaims(name, through: moved)
+        try tx.advanceConsumer(name, to: moved, at: now.wall)
     }
 
     /// The records that `filter` lets through, leaving out expiries superseded by a newer generation.

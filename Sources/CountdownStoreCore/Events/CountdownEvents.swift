@@ -307,9 +307,9 @@ extension CountdownStore {
         }
         let name = validName
         try await writing(.consumer, notifies: false) { tx, time in
-            guard try tx.rows.consumerCursor(name) == nil else { return }
-            let cursor = start == .beginning ? 0 : try tx.rows.lastEventID()
-            try tx.rows.createConsumer(name, cursor: cursor, at: time.wall)
+            guard try tx.consumerCursor(name) == nil else { return }
+            let cursor = start == .beginning ? 0 : try tx.lastEventID()
+            try tx.createConsumer(name, cursor: cursor, at: time.wall)
         }
         return EventConsumer(name: name, store: self)
     }

@@ -57,14 +57,14 @@ extension CountdownStore {
     ///
     /// - Parameter integrity: how thoroughly to check the database (``IntegrityCheck/full`` by default).
     public func diagnostics(integrity check: IntegrityCheck = .full) async throws(CountdownError) -> StoreDiagnostics {
-        let engine = engine
+        let (engine, detailed) = (engine, capabilities.detailed)
         let clock = configuration.clock
         let (applied, integrity, duration, details) = try await translatingErrors(path: path) {
             let applied = try await engine.appliedMigrations()
             let started = ContinuousClock.now
             let integrity = check == .skip ? ["ok"] : try await engine.integrityCheck(quick: check == .quick)
             let duration = check == .skip ? Duration.zero : ContinuousClock.now - started
-            return (applied, integrity, duration, try await engine.details(clock: clock))
+            return (applied, integrity, duration, try await detailed?.details(clock: clock) ?? [])
         }
         return StoreDiagnostics(
             appliedMigrations: applied, knownMigrations: engine.knownMigrations, integrity: integrity,

@@ -38,7 +38,7 @@ extension CountdownStore {
     /// Running and/or paused items from `cursor` on: countdowns by remaining time (running ones
     /// not yet due), then stopwatches by key.
     static func activeSlice(
-        _ tx: any RepositoryReading, _ now: Now, group: String?, states: Set<CountdownState>, limit: Int,
+        _ tx: any RepositoryReading, _ now: ClocksNow, group: String?, states: Set<CountdownState>, limit: Int,
         after cursor: ActiveCursor?
     ) throws -> (items: [ItemRecord], next: ActiveCursor?) {
         let orderTime = cursor?.time ?? now.clocks
@@ -82,7 +82,7 @@ extension CountdownStore {
     /// descending. Countdowns that have reached zero without their expiry recorded yet come from
     /// the deadline indexes, the others from the indexes of recorded ends; the sources are merged.
     static func endedSlice(
-        _ tx: any RepositoryReading, _ now: Now, group: String?, states: Set<CountdownState>, sinceMs: Int64?,
+        _ tx: any RepositoryReading, _ now: ClocksNow, group: String?, states: Set<CountdownState>, sinceMs: Int64?,
         limit: Int, after position: EndedPosition?
     ) throws -> (items: [ItemRecord], next: EndedPosition?) {
         enum Source { case wall, active, recorded }
@@ -124,7 +124,7 @@ extension CountdownStore {
     /// One page of the items in the states `filter` names, in its order; see
     /// ``list(_:group:limit:after:)``.
     static func listPage(
-        _ tx: any RepositoryReading, _ now: Now, filter: StateFilter, group: String?, limit: Int,
+        _ tx: any RepositoryReading, _ now: ClocksNow, filter: StateFilter, group: String?, limit: Int,
         after cursor: ListCursor?
     ) throws -> (items: [ItemRecord], next: ListCursor?) {
         let activeStates: Set<CountdownState> =

@@ -50,7 +50,7 @@ extension CountdownStore {
         if let cutoff = cutoffs.items {
             while true {
                 let deleted = try await writing(.prune, notifies: false) { tx, time in
-                    try tx.rows.deleteItems(endedBefore: cutoff, at: time.wall, limit: batch)
+                    try tx.deleteItems(endedBefore: cutoff, at: time.wall, limit: batch)
                 }
                 total.items += deleted
                 metrics.pruned(items: deleted, events: 0, retiredKeys: 0)
@@ -63,7 +63,7 @@ extension CountdownStore {
             let horizon = try await eventHorizon(staleAfterMs: staleMs)
             while true {
                 let (deleted, more) = try await writing(.prune, notifies: false) { tx, _ in
-                    try tx.rows.deleteEvents(before: cutoff, throughID: horizon, limit: batch)
+                    try tx.deleteEvents(before: cutoff, throughID: horizon, limit: batch)
                 }
                 total.events += deleted
                 metrics.pruned(items: 0, events: deleted, retiredKeys: 0)
@@ -73,7 +73,7 @@ extension CountdownStore {
             }
             while true {
                 let deleted = try await writing(.prune, notifies: false) { tx, _ in
-                    try tx.rows.deleteRetiredKeys(removedBefore: cutoff, limit: batch)
+                    try tx.deleteRetiredKeys(removedBefore: cutoff, limit: batch)
                 }
                 total.retiredKeys += deleted
                 metrics.pruned(items: 0, events: 0, retiredKeys: deleted)
@@ -104,7 +104,7 @@ extension CountdownStore {
         let logger = configuration.logger
         return try await writing(.prune, notifies: false) { tx, time in
             var horizon = Int64.max
-            for consumer in try tx.rows.consumers() {
+            for consumer in try tx.consumers() {
                 if let staleAfterMs, consumer.updatedAtMs < time.wall - staleAfterMs {
                     guard self.noteStale(consumer.name) else { continue }
                     logger.warning(

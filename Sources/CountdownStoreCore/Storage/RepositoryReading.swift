@@ -46,18 +46,6 @@ package protocol RepositoryReading {
     func consumerCursor(_ name: String) throws -> Int64?
     /// The claims of a consumer, by first event id.
     func consumerClaims(_ name: String) throws -> [ConsumerClaim]
-    /// `local`, a reading of this host's clock taken for this transaction, as the store's time
-    /// model must see it: an engine on this host's clock keeps it as it is; one whose database has a clock of its
-    /// own puts that clock in place of the system clock, read in the same round trip as ``clocks()``.
-    func clockReading(_ local: ClockReading) throws -> ClockReading
-    /// For an engine whose database has a clock of its own: how far that clock (plus the
-    /// calibration offset) is ahead of the store wall clock `wall`, at the instant of the last
-    /// ``clockReading(_:)``; `nil` for an engine on this host's clock.
-    func databaseClockSkew(wall: Int64) -> Int64?
-    /// Runs `body`, whose reads of items take no row locks even in a write transaction (where
-    /// engines that run writers side by side lock what they read): for reads that only decide
-    /// what to show, taken after other locks, where a lock would risk a deadlock.
-    func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T
 }
 
 /// Which events a read wants, in which order.
@@ -81,8 +69,4 @@ extension RepositoryReading {
     package func events(afterID id: Int64, limit: Int) throws -> [EventRecord] {
         try events(.after(id: id), limit: limit)
     }
-
-    package func clockReading(_ local: ClockReading) throws -> ClockReading { local }
-    package func databaseClockSkew(wall: Int64) -> Int64? { nil }
-    package func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T { try body() }
 }

@@ -1,8 +1,6 @@
 import Foundation
 
 extension RepositoryWriting {
-    package func lockClocks() throws {}
-
     package func insertNew(_ item: inout ItemRecord, lastWrite: Bool, thenAppend event: (ItemRecord) -> EventRecord)
         throws -> Bool
     {
@@ -27,10 +25,6 @@ package protocol RepositoryWriting: RepositoryReading {
     /// Runs `body` in a savepoint: when it throws, what it wrote is rolled back and the rest of
     /// the transaction stays.
     func savepoint<T>(_ body: () throws -> T) throws -> T
-    /// Locks the clock row until the transaction ends; called before the clocks are read by a
-    /// write that moves the checkpoint or the lease, so that those writes take turns while the
-    /// others run side by side. An engine with one writer at a time has nothing to do.
-    func lockClocks() throws
     func save(_ checkpoint: Checkpoint, creating: Bool) throws
     /// Whether the store holds any countdown or event (see ``FirstClockRow``).
     func holdsItemsOrEvents() throws -> Bool

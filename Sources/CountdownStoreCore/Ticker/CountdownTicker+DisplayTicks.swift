@@ -106,7 +106,7 @@ extension CountdownTicker {
 
     /// `items` (in key order) with their figures at `time`, soonest to expire first, stopwatches
     /// last, ties in key order.
-    static func figures(_ items: [ItemRecord], at time: Now) -> [Countdown] {
+    static func figures(_ items: [ItemRecord], at time: ClocksNow) -> [Countdown] {
         var order: [(sort: Int64, index: Int)] = []
         order.reserveCapacity(items.count)
         for (index, item) in items.enumerated() {

@@ -123,10 +123,10 @@ public final class CountdownTicker: Service, Sendable {
         let stop = StopDeadline(bound: store.stopBound)
         let work = Task {
             try await withThrowingTaskGroup(of: Bool.self) { tasks in
-                if store.engine.pushesForeignChanges {
+                if let notices = store.capabilities.changeNotices, notices.pushesForeignChanges {
                     // Other hosts' writes, as the database announces them: look again at once.
                     tasks.addTask {
-                        await store.engine.watchForeignChanges(clock: store.configuration.clock) {
+                        await notices.watchForeignChanges(clock: store.configuration.clock) {
                             store.changes.bump()
                         }
                         return false

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The clocks at one instant, as the item formulas read them: ``StoreTime`` or ``Now``.
+/// The clocks at one instant, as the item formulas read them: ``StoreTime`` or ``ClocksNow``.
 package protocol ClockInstant: Sendable {
     /// W.
     var wall: Int64 { get }
@@ -11,7 +11,7 @@ package protocol ClockInstant: Sendable {
     /// The item timeline of `policy`.
     func timeline(_ policy: CountdownPolicy) -> Int64
     /// How far ahead of ``timeline(_:)`` an item of `policy` started now starts on its timeline,
-    /// so that its deadline is placed at or after W now plus its duration (see ``Now``).
+    /// so that its deadline is placed at or after W now plus its duration (see ``ClocksNow``).
     func startDelay(_ policy: CountdownPolicy) -> Int64
 }
 

@@ -34,14 +34,14 @@ extension CountdownStore {
         let tolerance = configuration.clockEditTolerance.milliseconds
         let forwardLimit = Self.calibrationForwardLimit.milliseconds
         let time = try await writing(.calibrate) { tx, time in
-            guard var checkpoint = try tx.rows.checkpoint() else { return time.clocks }
+            guard var checkpoint = try tx.checkpoint() else { return time.clocks }
             try time.requireCheckpointAtNow()
             let difference = serverMs - time.wall
             if !force && (difference < -tolerance || difference > forwardLimit) {
                 throw CountdownError.calibrationNeedsForce(
                     serverMs: serverMs, wallMs: time.wall, differenceMs: difference)
             }
-            let reading = try tx.rows.clockReading(ClockReading(clock))
+            let reading = try self.capabilities.clockReading(ClockReading(clock), in: tx)
             let previousOffset = checkpoint.calibrationOffset
             let shift = serverMs - checkpoint.heartbeatAt
             checkpoint.calibrationOffset = serverMs - reading.system
@@ -50,11 +50,11 @@ extension CountdownStore {
             checkpoint.heartbeatBoot = reading.boot
             checkpoint.bootID = reading.bootID
             checkpoint.clockSkew = 0
-            try tx.rows.save(checkpoint, creating: false)
-            var lease = try tx.rows.lease()
+            try tx.save(checkpoint, creating: false)
+            var lease = try tx.lease()
             if lease.holder != nil {
                 lease.expiresAtMs += shift  // the lease lasts as long as it did, on the moved clock
-                try tx.rows.save(lease)
+                try tx.save(lease)
             }
             let calibrated = StoreTime(wall: max(checkpoint.wallFloor, serverMs), active: time.active, gap: time.gap)
             try tx.append(
@@ -64,7 +64,7 @@ extension CountdownStore {
                         "offset_ms": checkpoint.calibrationOffset, "previous_offset_ms": previousOffset,
                         "wall_before_ms": time.wall,
                     ]))
-            try self.remember(tx.rows)
+            try self.remember(tx)
             return calibrated
         }
         state.withLock { memory in

@@ -26,12 +26,12 @@ extension CountdownStore {
 
     /// The store's clocks now, computed from the last checkpoint this instance saw, without a query;
     /// `nil` before the first transaction.
-    func cachedTime() -> Now? {
-        let reading = engine.clockReading(ClockReading(configuration.clock))
+    func cachedTime() -> ClocksNow? {
+        let reading = capabilities.clockReading(ClockReading(configuration.clock))
         let (checkpoint, leaseExpiry) = state.withLock { ($0.lastCheckpoint, $0.lastLeaseExpiry) }
         guard let checkpoint else { return nil }
         let extrapolation = checkpoint.extrapolate(to: reading, leaseExpiresAt: leaseExpiry)
-        return Now(raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
+        return ClocksNow(raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
     }
 
     /// The clocks extrapolated to a reading of this host's clock taken now, as the engine places
@@ -47,7 +47,7 @@ extension CountdownStore {
         guard let checkpoint = stored else {
             throw CountdownError(.unreadableDatabase, "the countdown_clock row is missing")
         }
-        let reading = try tx.clockReading(ClockReading(configuration.clock))
+        let reading = try capabilities.clockReading(ClockReading(configuration.clock), in: tx)
         return (
             checkpoint.extrapolate(to: reading, leaseExpiresAt: lease.expiresAtMs), checkpoint, lease, soonest, reading
         )
@@ -69,27 +69,27 @@ extension CountdownStore {
     /// A move that would place an unrecorded expiry elsewhere on W is not made: the checkpoint
     /// stays until the backlog is recorded (the article "The time model" says why, under
     /// "Between the deadline and the recorded expiry"). Where writers run side by side
-    /// (``StorageEngine/writersRunSideBySide``), it moves only when `forced` or when the clock
+    /// (``SideBySideWritingEngine``), it moves only when `forced` or when the clock
     /// was edited and no other instance holds a live lease.
     func advanceClocks(
         _ tx: WriteTransaction, movingCheckpoint forced: Bool, expiryLimit: Int, leavingToHolder: Bool = false
-    ) throws -> (Now, [ItemRecord]) {
-        let sideBySide = engine.writersRunSideBySide
-        if forced && sideBySide { try tx.rows.lockClocks() }
+    ) throws -> (ClocksNow, [ItemRecord]) {
+        let sideBySide = capabilities.writersRunSideBySide
+        if forced && sideBySide { try tx.lockClocks() }
         // One reading for both: the new checkpoint's boot instant must be the one its clocks
         // were extrapolated to, or every transaction that straddles a millisecond would count
         // that millisecond twice.
-        var (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx.rows)
+        var (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
         var moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
         if moves && sideBySide && !forced {
             // Found the clock edited: read the clocks again under the row's lock, which another
             // writer moving the checkpoint may have held meanwhile.
-            try tx.rows.lockClocks()
-            (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx.rows)
+            try tx.lockClocks()
+            (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
             moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
         }
         let time = raiseFloor(extrapolation.time)
-        var now = Now(time, base: checkpoint, ticking: extrapolation.ticking)
+        var now = ClocksNow(time, base: checkpoint, ticking: extrapolation.ticking)
         now.reading = reading
         let due = soonest.due(at: time)
         let expired: [ItemRecord]
@@ -100,7 +100,7 @@ extension CountdownStore {
             // The holder's ticker records them: all that are due stay the backlog.
             (expired, backlog) = ([], due)
         } else {
-            (expired, backlog) = try Self.expireDue(tx, now, on: due, limit: expiryLimit)
+            (expired, backlog) = try Self.recordDueExpiries(tx, now, on: due, limit: expiryLimit)
         }
         guard moves else {
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
@@ -139,13 +139,13 @@ extension CountdownStore {
                 ])
         }
         if edited || !extrapolation.sameBoot { next.clockSkew = extrapolation.skew - movedAhead }
-        if let measured = tx.rows.databaseClockSkew(wall: next.heartbeatAt) {
+        if let measured = capabilities.databaseClockSkew(wall: next.heartbeatAt, in: tx) {
             // Hosts sharing the database read its clock less this skew: every checkpoint records
             // it as measured now, so that their W stays the holder's (whose boot clock counts)
             // to within the measurement's precision, whatever either clock drifted.
             next.clockSkew = measured
         }
-        try tx.rows.save(next, creating: false)
+        try tx.save(next, creating: false)
         remember(next, leaseExpiry: lease.expiresAtMs)
         return (now, expired)
     }
@@ -164,12 +164,12 @@ extension CountdownStore {
     func movesCheckpoint(_ extrapolation: Extrapolation, _ checkpoint: Checkpoint, _ lease: Lease, forced: Bool) -> Bool
     {
         if let holder = lease.holder, holder != instanceID, lease.expiresAtMs > extrapolation.unflooredWall,
-            engine.writersRunSideBySide
+            capabilities.writersRunSideBySide
         {
             // Another instance holds a live lease: it alone moves the checkpoint and records
             // clock events, measured on its own boot clock.
             return false
         }
-        return forced || !engine.writersRunSideBySide || clockEdited(extrapolation, checkpoint)
+        return forced || !capabilities.writersRunSideBySide || clockEdited(extrapolation, checkpoint)
     }
 }

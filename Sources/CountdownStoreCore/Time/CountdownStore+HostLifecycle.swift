@@ -34,18 +34,18 @@ extension CountdownStore {
         let me = instanceID
         let leaseMs = configuration.leaseDuration.milliseconds
         try await writing(.lifecycle) { tx, time in
-            guard var checkpoint = try tx.rows.checkpoint(), checkpoint.suspended != suspended else { return }
+            guard var checkpoint = try tx.checkpoint(), checkpoint.suspended != suspended else { return }
             try time.requireCheckpointAtNow()
             checkpoint.suspended = suspended
-            try tx.rows.save(checkpoint, creating: false)
-            var lease = try tx.rows.lease()
+            try tx.save(checkpoint, creating: false)
+            var lease = try tx.lease()
             if !suspended, lease.holder == me {
                 // Back in the foreground: active time counts from this instant, not from the next heartbeat.
                 lease.expiresAtMs = time.wall + leaseMs
-                try tx.rows.save(lease)
+                try tx.save(lease)
             }
             try tx.append(EventRecord(suspended ? .hostSuspended : .hostResumed, at: time))
-            try self.remember(tx.rows)
+            try self.remember(tx)
         }
     }
 }

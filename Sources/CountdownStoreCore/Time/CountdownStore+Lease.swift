@@ -22,7 +22,7 @@ extension CountdownStore {
         let leaseMs = configuration.leaseDuration.milliseconds
         let suspended = state.withLock { $0.suspended }
         return try await writing(.heartbeat, notifies: false) { tx, time in
-            let lease = try tx.rows.lease()
+            let lease = try tx.lease()
             let free = lease.holder == nil || lease.expiresAtMs <= time.wall
             guard lease.holder == me || free else {
                 return .heldElsewhere(by: lease.holder ?? "", until: Date(millisecondsSince1970: lease.expiresAtMs))
@@ -30,18 +30,18 @@ extension CountdownStore {
             // Taking the lease (or renewing one that ran out) turns the time since the checkpoint
             // from background gap into active time for every reader: the checkpoint must be now.
             if free { try time.requireCheckpointAtNow() }
-            if lease.holder != me, var checkpoint = try tx.rows.checkpoint(), checkpoint.suspended != suspended {
+            if lease.holder != me, var checkpoint = try tx.checkpoint(), checkpoint.suspended != suspended {
                 try time.requireCheckpointAtNow()
                 // A new holder starts from its own host's state, not the suspended flag of a dead one.
                 checkpoint.suspended = suspended
-                try tx.rows.save(checkpoint, creating: false)
+                try tx.save(checkpoint, creating: false)
             }
             let renewed = Lease(
                 holder: me, acquiredAtMs: lease.holder == me ? lease.acquiredAtMs : time.wall,
                 expiresAtMs: time.wall + leaseMs)
             self.state.withLock { $0.tookLease = true }
-            try tx.rows.save(renewed)
-            try self.remember(tx.rows)
+            try tx.save(renewed)
+            try self.remember(tx)
             return .held(until: Date(millisecondsSince1970: renewed.expiresAtMs))
         }
     }
@@ -53,15 +53,15 @@ extension CountdownStore {
         guard state.withLock({ $0.tookLease }) else { return }
         let me = instanceID
         try await writing(.heartbeat, notifies: false) { tx, time in
-            var lease = try tx.rows.lease()
+            var lease = try tx.lease()
             if lease.holder == me {
                 // Giving it up turns the time since the checkpoint into background gap for every
                 // reader: the checkpoint must be now.
                 try time.requireCheckpointAtNow()
                 lease.holder = nil
                 lease.expiresAtMs = time.wall
-                try tx.rows.save(lease)
-                try self.remember(tx.rows)
+                try tx.save(lease)
+                try self.remember(tx)
             }
         }
     }

@@ -68,14 +68,14 @@ extension ItemRecord {
     /// The instant on the store wall clock at which a due countdown reached zero: placed from the
     /// checkpoint, never later than now, and never before the change that set its deadline (a
     /// countdown shortened past zero, or restarted with nothing to run, reached zero then).
-    func dueAtMs(at now: Now) -> Int64 {
+    func dueAtMs(at now: ClocksNow) -> Int64 {
         guard let deadlineMs else { return now.wall }
         return max(updatedAtMs, min(now.wall, now.wall(when: policy, reaches: deadlineMs) ?? now.wall))
     }
 
     /// The public value of this item at `now`. A countdown that has reached zero is expired,
     /// with the instant it reached zero, even before its expiry is recorded.
-    func countdown(at now: Now) -> Countdown {
+    func countdown(at now: ClocksNow) -> Countdown {
         // Past its deadline, elapsed is already the duration and remaining zero; only the state
         // and the instants differ from what is recorded.
         let dueAt = isDue(at: now) ? dueAtMs(at: now) : nil
@@ -107,7 +107,7 @@ extension ItemRecord {
 
     /// The instant on the store wall clock at which a running debounced countdown reaches its
     /// bound (`nil` for an `active` one while no ticker runs, and for any other item).
-    func boundAtMs(at now: Now) -> Int64? {
+    func boundAtMs(at now: ClocksNow) -> Int64? {
         boundOnTimeline.flatMap { now.wall(when: policy, reaches: $0) }
     }
 
@@ -134,7 +134,7 @@ extension ItemRecord {
 
     /// Marks a countdown expired, recorded at `now`: its expiry instant is the one at which it
     /// reached zero. Returns that instant and how late the record is on the item's own timeline.
-    mutating func expire(at now: Now) -> (deadlineAtMs: Int64, lateMs: Int64) {
+    mutating func expire(at now: ClocksNow) -> (deadlineAtMs: Int64, lateMs: Int64) {
         let lateMs = max(0, state == .running ? now.timeline(policy) - (deadlineMs ?? now.timeline(policy)) : 0)
         let dueAt = state == .running ? dueAtMs(at: now) : now.wall
         finalElapsedMs = durationMs

@@ -29,8 +29,8 @@ struct GroupCommitTests {
     /// Holds every group the store may run side by side (one on SQLite) in its transaction until
     /// the gate opens, so that every write called meanwhile queues.
     static func holdEveryGroup(_ store: CountdownStore) async throws -> (Gate, [Task<Int, any Error>]) {
-        let gate = Gate(store.engine.concurrentWriteGroups)
-        let held = (0..<store.engine.concurrentWriteGroups).map { _ in
+        let gate = Gate(store.capabilities.concurrentWriteGroups)
+        let held = (0..<store.capabilities.concurrentWriteGroups).map { _ in
             Task {
                 try await store.groupedWriting(.start) { _, _ in
                     gate.wait()
@@ -369,7 +369,7 @@ struct GroupCommitTests {
         let stats = store.groups.stats
         #expect(stats.writes - before.writes == 64 * 5 + held.count)
         #expect(stats.groups - before.groups < 64 * 5, "\(stats)")
-        #expect(stats.largest <= store.engine.groupedWriteLimit)
+        #expect(stats.largest <= store.capabilities.groupedWriteLimit)
         #expect(try await store.list(.all, limit: 1000).count == 64 * 5)
         let events = try await events(store)
         #expect(events.filter { $0.kind == "started" }.count == 64 * 5)

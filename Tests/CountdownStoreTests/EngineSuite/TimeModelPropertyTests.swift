@@ -677,7 +677,7 @@ struct TimeModelPropertyTests {
             self.input = input
             fixture = try Fixture(engine: engine)
             store = try await fixture.open()
-            model = Model(createdAt: fixture.clock.systemMilliseconds, sharedCheckpoint: store.engine.writersRunSideBySide)
+            model = Model(createdAt: fixture.clock.systemMilliseconds, sharedCheckpoint: store.capabilities.writersRunSideBySide)
         }
 
         /// Where a failure happened and how to replay it.

@@ -22,7 +22,7 @@ struct WallAheadTests {
             leaseExpiresAt: .max)
     }
 
-    static func countdown(durationMs: Int64, policy: CountdownPolicy = .wall, at now: Now) -> ItemRecord {
+    static func countdown(durationMs: Int64, policy: CountdownPolicy = .wall, at now: ClocksNow) -> ItemRecord {
         ItemRecord(
             key: "k", group: nil, kind: .countdown, policy: policy, durationMs: durationMs, payload: nil,
             generation: 1, at: now)
@@ -36,7 +36,7 @@ struct WallAheadTests {
         let floor = StoreTime(wall: 1_000_700, active: 3_000, gap: 2_000)
         let raised = reading.notBelow(floor)
         #expect(raised.wall == 1_000_700 && raised.timeline(.wall) == 5_300)
-        let now = Now(raised, base: Self.base, ticking: true)
+        let now = ClocksNow(raised, base: Self.base, ticking: true)
         #expect(now.startDelay(policy) == 400)
 
         let item = Self.countdown(durationMs: 60_000, policy: policy, at: now)
@@ -45,28 +45,28 @@ struct WallAheadTests {
         #expect(deadlineAt == item.startedAtMs + 60_000)
         // It shows its whole duration until W moves past its start, then counts down with W.
         #expect(item.remainingMs(at: now) == 60_000)
-        let later = Now(Self.extrapolation(after: 1_700).time, base: Self.base, ticking: true)
+        let later = ClocksNow(Self.extrapolation(after: 1_700).time, base: Self.base, ticking: true)
         #expect(later.wall == 1_001_700)
         #expect(item.remainingMs(at: later) == 59_000)
     }
 
     @Test("Without a floor ahead, or while a calibration slews W, nothing is delayed")
     func noDelayOtherwise() {
-        let now = Now(Self.extrapolation(after: 300).time, base: Self.base, ticking: true)
+        let now = ClocksNow(Self.extrapolation(after: 300).time, base: Self.base, ticking: true)
         #expect(now.startDelay(.wall) == 0 && now.startDelay(.active) == 0)
 
         // A calibration 2 s back: W advances at half speed from 1,002,000 while the timelines
         // keep their pace; durations do not move.
         var slewing = Self.base
         slewing.wallFloor = 1_002_000
-        let duringSlew = Now(Self.extrapolation(after: 1_000, from: slewing).time, base: slewing, ticking: true)
+        let duringSlew = ClocksNow(Self.extrapolation(after: 1_000, from: slewing).time, base: slewing, ticking: true)
         #expect(duringSlew.wall == 1_002_500)
         #expect(duringSlew.startDelay(.wall) == 0)
         let item = Self.countdown(durationMs: 60_000, at: duringSlew)
         #expect(item.remainingMs(at: duringSlew) == 60_000 && item.deadlineMs == 6_000 + 60_000)
 
         // An `active` countdown started while nobody ticks is not placed on W at all.
-        let still = Now(StoreTime(wall: 1_000_700, active: 3_000, gap: 2_300), base: Self.base, ticking: false)
+        let still = ClocksNow(StoreTime(wall: 1_000_700, active: 3_000, gap: 2_300), base: Self.base, ticking: false)
         #expect(still.startDelay(.active) == 0)
     }
 

@@ -1,6 +1,6 @@
 import Foundation
 
-extension Now: ClockInstant {}
+extension ClocksNow: ClockInstant {}
 
 /// The store's clocks at one instant, with the checkpoint they were extrapolated from, so that an
 /// instant on an item's own timeline can be placed on the store wall clock.
@@ -12,7 +12,7 @@ extension Now: ClockInstant {}
 /// reached zero (``Checkpoint/keepsPlacement(of:from:)``):
 /// that instant follows from the checkpoint alone, and every reader (the views too) computes the
 /// same instant, which does not move.
-struct Now: Sendable {
+struct ClocksNow: Sendable {
     /// The three clocks now.
     var clocks: StoreTime
     /// The checkpoint the clocks were extrapolated from.
@@ -81,8 +81,3 @@ struct Now: Sendable {
         return base.wall(after: sinceBase)
     }
 }
-
-/// Thrown inside a write whose body must change the checkpoint when the write could not move it
-/// to now (expiries still to record): the store records them in batches and tries again. An
-/// engine passes it through as it is.
-package struct CheckpointBehindBacklog: Error {}

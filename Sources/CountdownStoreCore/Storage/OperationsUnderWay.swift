@@ -4,7 +4,7 @@ import Foundation
 /// clear error, and waits for those under way, so that no transaction ever runs on a closed
 /// database (a task left behind by the host, a reader that ends after the store closed). The
 /// wait is bounded: past the stop's deadline the engine closes once they end, unawaited.
-final class EngineUse: Sendable {
+final class OperationsUnderWay: Sendable {
     private struct State {
         var open = true
         var running = 0

@@ -1,0 +1,60 @@
+import Foundation
+
+// The store's reads: each runs in one read transaction of the engine, with the store's clocks
+// extrapolated to now. (Writes go through the write pipeline, `Writing/WritePipeline.swift`.)
+
+extension CountdownStore {
+    /// Runs `body` in one read transaction with the store's clocks extrapolated to now.
+    ///
+    /// The body also learns whether any running countdown has come due (expired for every
+    /// reader, not recorded yet), from the soonest deadlines the clock query reads anyway.
+    func reading<T: Sendable>(
+        events: Bool = false, _ body: @escaping @Sendable (any RepositoryReading, ClocksNow) throws -> T
+    ) async throws(CountdownError) -> T {
+        try await reading(events: events) { tx, now, _ in try body(tx, now) }
+    }
+
+    /// ``reading(_:)`` whose body also gets the soonest deadlines of running countdowns. With
+    /// `events`, the body reads events by ID (see ``StorageEngine/readEvents(_:)``).
+    func reading<T: Sendable>(
+        events: Bool = false, _ body: @escaping @Sendable (any RepositoryReading, ClocksNow, SoonestDeadlines) throws -> T
+    ) async throws(CountdownError) -> T {
+        try await translatingErrors(path: path) {
+            try await underWay.run {
+                let read = { @Sendable (tx: any RepositoryReading) throws -> T in
+                    let (extrapolation, checkpoint, lease, soonest, _) = try self.extrapolate(tx)
+                    self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+                    let now = ClocksNow(self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
+                    return try body(tx, now, soonest)
+                }
+                return try await events ? engine.readEvents(read) : engine.read(read)
+            }
+        }
+    }
+
+    /// The boot-clock instant at which the next running countdown comes due, from the soonest
+    /// deadlines (index lookups); now when one has come due and is not recorded yet; `nil` when
+    /// none will come due while the host stays as it is (an `active` countdown never comes due
+    /// while suspended or while nobody holds the lease).
+    func nextDueBoot() async throws(CountdownError) -> Int64? {
+        try await translatingErrors(path: path) {
+            try await underWay.run {
+                try await engine.read { tx in
+                    let (extrapolation, checkpoint, lease, soonest, reading) = try self.extrapolate(tx)
+                    self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
+                    let time = self.raiseFloor(extrapolation.time)
+                    var policies: [CountdownPolicy] = [.wall]
+                    if extrapolation.ticking { policies.append(.active) }
+                    return policies.compactMap { policy in
+                        soonest[policy].map { reading.boot + max(0, $0 - time.timeline(policy)) }
+                    }.min()
+                }
+            }
+        }
+    }
+
+    /// A number that changes whenever another connection (another process) commits.
+    func foreignChangeToken() async throws(CountdownError) -> Int {
+        try await translatingErrors(path: path) { try await underWay.run { try await engine.foreignChangeToken() } }
+    }
+}
