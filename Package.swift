@@ -15,6 +15,9 @@ let package = Package(
         // An observable model of countdowns for SwiftUI screens, and an app's lifecycle in one
         // place: it builds on the SQLite store an app keeps in Application Support.
         .library(name: "CountdownStoreUI", targets: ["CountdownStoreUI"]),
+        // Both engines, and one opening for either from a location a user gives (a file's path or
+        // a PostgreSQL connection string): for hosts, like the tool, that let their user choose.
+        .library(name: "CountdownStoreLocation", targets: ["CountdownStoreLocation"]),
         .executable(name: "countdown", targets: ["countdown"]),
     ],
     dependencies: [
@@ -98,6 +101,8 @@ let package = Package(
             plugins: ["EmbedFiles"]
         ),
         .target(name: "CountdownStoreUI", dependencies: ["CountdownStore"]),
+        // Which engine a location string names, and the opening of either.
+        .target(name: "CountdownStoreLocation", dependencies: ["CountdownStore", "CountdownStorePostgres"]),
         // The git commit the tool is built from, read before each build (`countdown --version`).
         .target(name: "CountdownBuildInfo", plugins: ["BuildInfo"]),
         .executableTarget(
@@ -105,6 +110,7 @@ let package = Package(
             dependencies: [
                 "CountdownStore",
                 "CountdownBuildInfo",
+                "CountdownStoreLocation",
                 "CountdownStorePostgres",
                 "CountdownStoreServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -165,6 +171,7 @@ let package = Package(
                 "CountdownStorePostgres",
                 "CountdownStoreServer",
                 "CountdownStoreUI",
+                "CountdownStoreLocation",
                 "CountdownHostExample",
                 "countdown",
                 "CountdownTortureHelper",

@@ -48,6 +48,7 @@ for library, forbidden in [
     ("CountdownStorePostgres", {"GRDB", "CSQLiteShim", "CountdownStoreSQLite"} | SERVER),
     ("CountdownStoreServer", {"GRDB", "CSQLiteShim", "CountdownStoreSQLite", "PostgresNIO", "CountdownStorePostgres"}),
     ("CountdownStoreUI", {"PostgresNIO", "NIO", "NIOCore", "NIOPosix", "CountdownStorePostgres"} | SERVER),
+    ("CountdownStoreLocation", SERVER),
 ]:
     found = closure(library) & forbidden
     if found:

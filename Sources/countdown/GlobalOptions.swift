@@ -1,6 +1,6 @@
 import ArgumentParser
 import CountdownStore
-import CountdownStorePostgres
+import CountdownStoreLocation
 import Foundation
 import Logging
 
@@ -69,10 +69,16 @@ struct GlobalOptions: ParsableArguments {
         if let metrics { configuration.metrics = metrics }
         if let claimTimeout { configuration.claimTimeout = claimTimeout }
         if let retention { configuration.retention = retention }
-        if isPostgresURL(path) {
-            return try await CountdownStore(
-                postgresURL: path, configuration: configuration, defaultApplicationName: ToolVersion.applicationName)
+        let location = StoreLocation(path)
+        if case .file = location {
+            try createFolder(of: path)
         }
+        return try await CountdownStore(
+            location: location, configuration: configuration, defaultApplicationName: ToolVersion.applicationName)
+    }
+
+    /// Creates the folder of the file at `path` (mode 0700) when it is missing.
+    private func createFolder(of path: String) throws(CountdownError) {
         let folder = (path as NSString).deletingLastPathComponent
         if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {
             do {
@@ -83,14 +89,7 @@ struct GlobalOptions: ParsableArguments {
                     .storageFailure, "cannot create the folder '\(folder)': \(error.localizedDescription)")
             }
         }
-        return try CountdownStore(path: path, configuration: configuration)
     }
-}
-
-/// Whether `--db` names a PostgreSQL database (a `postgres://` URL, or libpq's `key=value`
-/// pairs such as `host=db1,db2 dbname=orders`) rather than a file.
-func isPostgresURL(_ path: String) -> Bool {
-    PostgresConnectionString.isConnectionString(path)
 }
 
 /// `--json`.

@@ -1,7 +1,7 @@
 import ArgumentParser
 import CountdownBuildInfo
 import CountdownStore
-import CountdownStorePostgres
+import CountdownStoreLocation
 import Foundation
 
 extension CountdownCommand {
@@ -23,9 +23,10 @@ extension CountdownCommand {
 
         func run() async throws {
             let given = global.databasePath()
+            let location = StoreLocation(given)
             // A connection string is shown without its password.
-            let path = isPostgresURL(given) ? PostgresConnectionString.redact(given) : given
-            guard isPostgresURL(given) || FileManager.default.fileExists(atPath: given) else {
+            let path = location.description
+            guard location.isServer || FileManager.default.fileExists(atPath: given) else {
                 report(problem: CountdownError(.notFound, "no database at '\(path)'"), path: path)
             }
             let store: CountdownStore
