@@ -15,6 +15,16 @@ struct PostgresRecordRow: RecordRow {
         self.payloadBytesColumn = payloadBytesColumn
     }
 
+    /// The same row, the bytes of a binary payload at `payloadBytesColumn`.
+    func payloadBytes(at payloadBytesColumn: Int) -> PostgresRecordRow {
+        PostgresRecordRow(row, payloadBytesColumn: payloadBytesColumn)
+    }
+
+    private init(_ row: PostgresRandomAccessRow, payloadBytesColumn: Int?) {
+        self.row = row
+        self.payloadBytesColumn = payloadBytesColumn
+    }
+
     func isNull(_ column: Int) throws -> Bool {
         row[column].bytes == nil
     }

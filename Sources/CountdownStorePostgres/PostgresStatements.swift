@@ -5,6 +5,8 @@ import Foundation
 /// The statements a store's transactions send most, written once per engine (they name the
 /// store's schema).
 struct PostgresStatements: Sendable {
+    /// The statements both engines run (`CountdownStoreSQL`), in this store's schema.
+    let shared: SQLStatements
     /// The checkpoint, the lease, the two soonest deadlines and the server's clock, in one row.
     let clocks: String
     /// The insert of a new item whose generation follows its key's retired one, if any; nothing
@@ -59,6 +61,7 @@ struct PostgresStatements: Sendable {
 
     init(prefix schemaPrefix: String, insertColumns: String, insertTypes: [String]) {
         prefix = schemaPrefix
+        shared = SQLStatements(.postgres(tablePrefix: schemaPrefix))
         self.insertColumns = insertColumns
         self.insertTypes = insertTypes
         lastNumberedEvent = "SELECT coalesce(pg_sequence_last_value(\(Self.eventSequence(prefix: schemaPrefix))), 0)"

@@ -102,12 +102,7 @@ extension PostgresTransaction {
     func items(_ wanted: ItemListing, limit: Int) throws -> [ItemRecord] {
         let listing = SQLItemListing(wanted)
         let (conditions, listed) = listing.whereClause { "$\($0)" }
-        var values: [Value] = listed.map { value in
-            switch value {
-            case .int(let number): .int(number)
-            case .text(let text): .text(text)
-            }
-        }
+        var values = listed
         values.append(.int(Int64(limit)))
         let sql =
             selectItems + " WHERE " + conditions + (listing.order.map { " ORDER BY " + $0 } ?? "")
@@ -136,33 +131,6 @@ extension PostgresTransaction {
                 return CountRow(
                     state: state, group: try r[1].decode(String?.self), count: Int(try r[2].decode(Int64.self)))
             }
-    }
-
-    func events(_ listing: EventListing, limit: Int) throws -> [EventRecord] {
-        switch listing {
-        case .after(let id): try events(afterID: id, limit: limit)
-        case .recent(let kinds): try recentEvents(kinds: kinds, limit: limit)
-        case .recentOf(let key, let window): try recentEvents(key: key, window: window, limit: limit)
-        }
-    }
-
-    private func events(afterID: Int64, limit: Int) throws -> [EventRecord] {
-        try flushEvents()
-        let horizon = try eventHorizon()
-        guard horizon > afterID else { return [] }
-        return try run(
-            selectEvents + " WHERE id > $1 AND id <= $3 ORDER BY id LIMIT $2",
-            [.int(afterID), .int(Int64(limit)), .int(horizon)]
-        ).rows.map(Self.event)
-    }
-
-    func lastEventID() throws -> Int64 {
-        try flushEvents()
-        return try run(
-            "SELECT coalesce(max(id), 0) FROM \(schemaPrefix)countdown_events WHERE id <= $1",
-            [.int(try eventHorizon())]
-        )
-        .rows.first?.decode(Int64.self) ?? 0
     }
 
     // MARK: The event horizon
@@ -207,68 +175,5 @@ extension PostgresTransaction {
             if behind < Self.floorModulus / 2 { horizon = min(horizon, last - behind) }
         }
         return horizon
-    }
-
-    func retiredGeneration(key: String) throws -> Int64? {
-        try run("SELECT generation FROM \(schemaPrefix)countdown_retired_keys WHERE key = $1", [.text(key)]).rows.first?
-            .decode(Int64.self)
-    }
-
-    private func recentEvents(kinds: [String]?, limit: Int) throws -> [EventRecord] {
-        try flushEvents()
-        guard let kinds else {
-            return try run(selectEvents + " ORDER BY id DESC LIMIT $1", [.int(Int64(limit))]).rows.map(Self.event)
-        }
-        let marks = kinds.indices.map { "$\($0 + 1)" }.joined(separator: ",")
-        return try run(
-            selectEvents + " WHERE kind IN (\(marks)) ORDER BY id DESC LIMIT $\(kinds.count + 1)",
-            kinds.map { .text($0) } + [.int(Int64(limit))]
-        ).rows.map(Self.event)
-    }
-
-    private func recentEvents(key: String, window: Int, limit: Int) throws -> [EventRecord] {
-        try flushEvents()
-        return try run(
-            "SELECT \(EventRecord.selectedColumns), payload_bytes "
-                + "FROM (SELECT * FROM \(schemaPrefix)countdown_events ORDER BY id DESC LIMIT $1) AS recent"
-                + " WHERE key = $2 ORDER BY id DESC LIMIT $3",
-            [.int(Int64(window)), .text(key), .int(Int64(limit))]
-        ).rows.map(Self.event)
-    }
-
-    func items(keys: [String]) throws -> [ItemRecord] {
-        // In key order, so that writers locking overlapping sets of keys take them in one order.
-        let keys = writing ? keys.sorted() : keys
-        var found: [ItemRecord] = []
-        for start in stride(from: 0, to: keys.count, by: 500) {
-            let chunk = keys[start..<min(start + 500, keys.count)]
-            let marks = chunk.indices.map { "$\($0 - start + 1)" }.joined(separator: ",")
-            let order = writing ? " ORDER BY key" : ""
-            found += try run(selectItems + " WHERE key IN (\(marks))" + order + forUpdate, chunk.map { .text($0) }).rows
-                .map(Self.item)
-        }
-        return found
-    }
-
-    func consumerCursor(_ name: String) throws -> Int64? {
-        try run(
-            "SELECT last_event_id FROM \(schemaPrefix)countdown_consumers WHERE name = $1"
-                + (writing ? " FOR UPDATE" : ""),
-            [.text(name)]
-        ).rows.first?.decode(Int64.self)
-    }
-
-    func consumerClaims(_ name: String) throws -> [ConsumerClaim] {
-        try run(
-            """
-            SELECT first_event_id, last_event_id, acked_through, claimant, claimed_until_ms
-            FROM \(schemaPrefix)countdown_consumer_claims WHERE consumer = $1 ORDER BY first_event_id
-            """, [.text(name)]
-        ).rows.map { row in
-            let (first, last, acked, claimant, until) = try row.decode((Int64, Int64, Int64, String, Int64).self)
-            return ConsumerClaim(
-                consumer: name, firstID: first, lastID: last, ackedThrough: acked, claimant: claimant,
-                claimedUntilMs: until)
-        }
     }
 }

@@ -34,7 +34,7 @@ extension PostgresTransaction {
     }
 
     func save(_ checkpoint: Checkpoint, creating: Bool) throws {
-        let values: [Value] = [
+        let values: [SQLValue] = [
             .int(checkpoint.createdAt), .int(checkpoint.active), .int(checkpoint.gap), .int(checkpoint.heartbeatAt),
             .int(checkpoint.heartbeatBoot), .text(checkpoint.bootID), .int(checkpoint.wallFloor),
             .bool(checkpoint.suspended),
@@ -95,7 +95,7 @@ extension PostgresTransaction {
         var inserted = [Bool](repeating: false, count: items.count)
         for start in stride(from: 0, to: items.count, by: 256) {
             let chunk = start..<min(items.count, start + 256)
-            var values: [Value] = []
+            var values: [SQLValue] = []
             var positions: [String: Int] = [:]
             for index in chunk {
                 noteDeadline(items[index])
@@ -151,7 +151,7 @@ extension PostgresTransaction {
     func recordExpiries(_ items: [ItemRecord], events: [EventRecord]) throws {
         for start in stride(from: 0, to: items.count, by: 1_000) {
             let chunk = items[start..<min(start + 1_000, items.count)]
-            var values: [Value] = []
+            var values: [SQLValue] = []
             values.reserveCapacity(chunk.count * 5)
             var rows: [String] = []
             rows.reserveCapacity(chunk.count)
@@ -177,16 +177,6 @@ extension PostgresTransaction {
                 """, values)
         }
         for event in events { try append(event) }
-    }
-
-    func delete(_ item: ItemRecord) throws {
-        try run("DELETE FROM \(schemaPrefix)countdowns WHERE id = $1", [.int(item.id)])
-        try run(
-            """
-            INSERT INTO \(schemaPrefix)countdown_retired_keys (key, generation, removed_at_ms) VALUES ($1, $2, $3)
-            ON CONFLICT (key) DO UPDATE SET generation = greatest(countdown_retired_keys.generation, $2),
-                removed_at_ms = $3
-            """, [.text(item.key), .int(item.generation), .int(item.updatedAtMs)])
     }
 
     func append(_ event: EventRecord) throws {
@@ -225,8 +215,8 @@ extension PostgresTransaction {
     }
 
     /// The statement that inserts `events` under this writer's lock, and its values.
-    func insertEvents(_ events: ArraySlice<EventRecord>) -> (String, [Value]) {
-        var values: [Value] = [.int(Int64(engine.eventLockClass))]
+    func insertEvents(_ events: ArraySlice<EventRecord>) -> (String, [SQLValue]) {
+        var values: [SQLValue] = [.int(Int64(engine.eventLockClass))]
         let notifying = wakeUp != nil
         if let wakeUp {
             values += [.text(engine.channel), .text(wakeUp)]
@@ -256,44 +246,6 @@ extension PostgresTransaction {
         }
     }
 
-    func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
-        // Hosts of a fleet open one consumer side by side: the first creates it, the others keep it.
-        try run(
-            "INSERT INTO \(schemaPrefix)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3) "
-                + "ON CONFLICT (name) DO NOTHING",
-            [.text(name), .int(cursor), .int(wallMs)])
-    }
-
-    func advanceConsumer(_ name: String, to id: Int64, at wallMs: Int64) throws {
-        try run(
-            """
-            INSERT INTO \(schemaPrefix)countdown_consumers (name, last_event_id, updated_at_ms) VALUES ($1, $2, $3)
-            ON CONFLICT (name) DO UPDATE SET last_event_id = greatest(countdown_consumers.last_event_id, $2),
-                updated_at_ms = $3
-            """, [.text(name), .int(id), .int(wallMs)])
-    }
-
-    func save(_ claim: ConsumerClaim) throws {
-        try run(
-            """
-            INSERT INTO \(schemaPrefix)countdown_consumer_claims
-                (consumer, first_event_id, last_event_id, acked_through, claimant, claimed_until_ms)
-            VALUES ($1, $2, $3, $4, $5, $6)
-            ON CONFLICT (consumer, first_event_id) DO UPDATE SET last_event_id = $3, acked_through = $4,
-                claimant = $5, claimed_until_ms = $6
-            """,
-            [
-                .text(claim.consumer), .int(claim.firstID), .int(claim.lastID), .int(claim.ackedThrough),
-                .text(claim.claimant), .int(claim.claimedUntilMs),
-            ])
-    }
-
-    func deleteClaims(_ consumer: String, through id: Int64) throws {
-        try run(
-            "DELETE FROM \(schemaPrefix)countdown_consumer_claims WHERE consumer = $1 AND last_event_id <= $2",
-            [.text(consumer), .int(id)])
-    }
-
     func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord] {
         // Rows another writer has locked are being recorded by it: hosts recording a mass
         // expiry side by side take batches of their own instead of queueing behind each other.
@@ -303,57 +255,5 @@ extension PostgresTransaction {
                  ORDER BY deadline_ms, key LIMIT $3
                 """ + (writing ? " FOR UPDATE SKIP LOCKED" : "")
         return try run(sql, [.text(policy.rawValue), .int(deadline), .int(Int64(limit))]).rows.map(Self.item)
-    }
-
-    func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64, limit: Int) throws -> Int {
-        // One batch, oldest first; rows another writer holds are left to the next batch.
-        try run(
-            """
-            WITH doomed AS (
-                DELETE FROM \(schemaPrefix)countdowns WHERE id IN (
-                    SELECT id FROM \(schemaPrefix)countdowns
-                    WHERE state IN ('expired', 'cancelled') AND ended_at_ms < $1
-                    ORDER BY ended_at_ms LIMIT $3 FOR UPDATE SKIP LOCKED)
-                RETURNING key, generation)
-            INSERT INTO \(schemaPrefix)countdown_retired_keys (key, generation, removed_at_ms)
-            SELECT key, generation, $2 FROM doomed
-            ON CONFLICT (key) DO UPDATE SET
-                generation = greatest(countdown_retired_keys.generation, excluded.generation),
-                removed_at_ms = excluded.removed_at_ms
-            """, [.int(cutoffMs), .int(nowMs), .int(Int64(limit))]
-        ).changed
-    }
-
-    func deleteEvents(before cutoffMs: Int64, throughID: Int64, limit: Int) throws -> (deleted: Int, more: Bool) {
-        // Among the oldest `limit` events only (IDs follow W), so no pass scans the whole table.
-        let rows = try run(
-            "SELECT id, at_ms FROM \(schemaPrefix)countdown_events WHERE id <= $1 ORDER BY id LIMIT $2",
-            [.int(throughID), .int(Int64(limit))]
-        ).rows.map { try $0.decode((Int64, Int64).self) }
-        let doomed = rows.prefix { $0.1 < cutoffMs }
-        guard let first = doomed.first, let last = doomed.last else { return (0, false) }
-        let deleted = try run(
-            "DELETE FROM \(schemaPrefix)countdown_events WHERE id >= $1 AND id <= $2", [.int(first.0), .int(last.0)]
-        ).changed
-        return (deleted, doomed.count == limit)
-    }
-
-    func deleteRetiredKeys(removedBefore cutoffMs: Int64, limit: Int) throws -> Int {
-        try run(
-            """
-            DELETE FROM \(schemaPrefix)countdown_retired_keys WHERE key IN (
-                SELECT key FROM \(schemaPrefix)countdown_retired_keys
-                WHERE removed_at_ms < least(
-                    $1, coalesce((SELECT at_ms FROM \(schemaPrefix)countdown_events ORDER BY id LIMIT 1), $1))
-                ORDER BY removed_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)
-            """, [.int(cutoffMs), .int(Int64(limit))]
-        ).changed
-    }
-
-    func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)] {
-        try run("SELECT name, last_event_id, updated_at_ms FROM \(schemaPrefix)countdown_consumers ORDER BY name").rows
-            .map { row in
-                try row.decode((String, Int64, Int64).self)
-            }
     }
 }

@@ -45,7 +45,7 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
 
     /// Runs `sql` binding `values`, and returns its rows and how many rows it changed.
     @discardableResult
-    func run(_ sql: String, _ values: [Value] = []) throws -> (rows: [PostgresRow], changed: Int) {
+    func run(_ sql: String, _ values: [SQLValue] = []) throws -> (rows: [PostgresRow], changed: Int) {
         let future = try send(sql, values)
         try takeUnanswered()
         let result = try Blocking.wait(for: future, on: connection, watch: watch)
@@ -54,7 +54,7 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
 
     /// Sends `sql` without waiting for its result: the next statement's wait (or
     /// ``takeUnanswered()``) takes it, and throws its failure.
-    func sendUnanswered(_ sql: String, _ values: [Value] = [], isBegin: Bool = false) throws {
+    func sendUnanswered(_ sql: String, _ values: [SQLValue] = [], isBegin: Bool = false) throws {
         unanswered.append((try send(sql, values), isBegin))
     }
 
@@ -79,7 +79,7 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
         if let failure { throw failure }
     }
 
-    func send(_ sql: String, _ values: [Value]) throws -> EventLoopFuture<PostgresQueryResult> {
+    func send(_ sql: String, _ values: [SQLValue]) throws -> EventLoopFuture<PostgresQueryResult> {
         var bindings = PostgresBindings(capacity: values.count)
         for value in values {
             switch value {
@@ -95,18 +95,6 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
 
     func execute(_ sql: String) throws {
         try run(sql)
-    }
-
-    /// A value a statement binds.
-    enum Value {
-        case int(Int64)
-        case text(String)
-        case bytes(Data)
-        case bool(Bool)
-        case null
-
-        static func int(_ value: Int64?) -> Value { value.map { .int($0) } ?? .null }
-        static func text(_ value: String?) -> Value { value.map { .text($0) } ?? .null }
     }
 
     // MARK: Decoding
@@ -131,7 +119,7 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
         try ItemRecord(row: PostgresRecordRow(row, payloadBytesColumn: 21))
     }
 
-    static func payloadValues(_ payload: CountdownPayload?) -> [Value] {
+    static func payloadValues(_ payload: CountdownPayload?) -> [SQLValue] {
         switch payload {
         case .text(let text)?: [.text(text), .null]
         case .bytes(let data)?: [.null, .bytes(data)]
@@ -139,7 +127,7 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
         }
     }
 
-    static func itemValues(_ item: ItemRecord) -> [Value] {
+    static func itemValues(_ item: ItemRecord) -> [SQLValue] {
         [
             .int(item.id), .text(item.key), .text(item.group), .text(item.kind.rawValue), .text(item.policy.rawValue),
             .text(item.state.rawValue), .int(item.durationMs), .int(item.generation), .int(item.startOffsetMs),
@@ -148,17 +136,42 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
         ] + payloadValues(item.payload) + [.int(item.updatedAtMs), .text(item.rule?.rawValue), .int(item.maxWaitMs)]
     }
 
-    /// The core's columns (``EventRecord/selectedColumns``), then the bytes of a binary payload.
-    var selectEvents: String {
-        "SELECT \(EventRecord.selectedColumns), payload_bytes FROM \(schemaPrefix)countdown_events"
-    }
-
-    static func event(_ row: PostgresRow) throws -> EventRecord {
-        try EventRecord(row: PostgresRecordRow(row, payloadBytesColumn: 11))
-    }
-
     /// Off inside ``withoutRowLocks(_:)``.
     var lockingRows = true
     /// The event horizon computed before this transaction's BEGIN (read transactions that read events).
     var horizon: Int64?
+}
+
+// The statements written once for both engines (`CountdownStoreSQL`) run here.
+extension PostgresTransaction: SQLTransaction {
+    var statements: SQLStatements { engine.statements.shared }
+
+    /// A write transaction locks what it reads of items it may change (see ``forUpdate``).
+    var locksRows: Bool { writing }
+    var locksRowsNow: Bool { writing && lockingRows }
+
+    @discardableResult
+    func run(_ statement: SQLStatement, row: (PostgresRecordRow) throws -> Void) throws -> Int {
+        let result = try run(statement.sql, statement.arguments)
+        for each in result.rows { try row(PostgresRecordRow(each)) }
+        return result.changed
+    }
+
+    func itemRecord(_ row: PostgresRecordRow) throws -> ItemRecord {
+        try ItemRecord(row: row.payloadBytes(at: 21))
+    }
+
+    func eventRecord(_ row: PostgresRecordRow) throws -> EventRecord {
+        try EventRecord(row: row.payloadBytes(at: 11))
+    }
+
+    /// The events appended so far are inserted first; a read by ID goes no further than the
+    /// event horizon (see ``eventHorizon()``).
+    func prepareEventReads(byID: Bool) throws -> Int64? {
+        try flushEvents()
+        return byID ? try eventHorizon() : nil
+    }
+
+    /// Nothing to note: an insert looks a retired key's generation up in its own statement.
+    func noteRetiredKeys(_ any: Bool?) {}
 }

@@ -7,18 +7,12 @@ import Foundation
 /// (`?` or `$n`) and table name, and may name the index (the embedded engine does, so that its
 /// plan never depends on statistics).
 package struct SQLItemListing: Sendable, Hashable {
-    /// A value a condition binds.
-    package enum Value: Sendable, Hashable {
-        case int(Int64)
-        case text(String)
-    }
-
     /// One condition and the values of its `?`s, in order.
     package struct Condition: Sendable, Hashable {
         /// The condition, with a `?` for each value.
         package var sql: String
         /// The values of its `?`s.
-        package var values: [Value]
+        package var values: [SQLValue]
     }
 
     /// The conditions, joined by `AND`.
@@ -31,7 +25,7 @@ package struct SQLItemListing: Sendable, Hashable {
     /// shape differ only in their values, so an engine may render a shape's SQL once and keep it.
     package private(set) var shape: Int
 
-    private init(_ condition: String, _ values: [Value] = [], order: String?, index: String?, kind: Int) {
+    private init(_ condition: String, _ values: [SQLValue] = [], order: String?, index: String?, kind: Int) {
         self.conditions = [Condition(sql: condition, values: values)]
         self.order = order
         self.index = index
@@ -121,7 +115,7 @@ package struct SQLItemListing: Sendable, Hashable {
         position.map { adding(condition, [.int($0.value), .text($0.key)], bit: bit) } ?? self
     }
 
-    private func adding(_ condition: String, _ values: [Value], bit: Int) -> SQLItemListing {
+    private func adding(_ condition: String, _ values: [SQLValue], bit: Int) -> SQLItemListing {
         var listing = self
         listing.conditions.append(Condition(sql: condition, values: values))
         listing.shape |= 1 << bit
@@ -137,14 +131,14 @@ package struct SQLItemListing: Sendable, Hashable {
     /// The conditions joined by `AND`, each `?` given by `placeholder` (called with the number of
     /// the value, from `firstValue`) or left as it is without one, and the values in order.
     package func whereClause(firstValue: Int = 1, placeholder: ((Int) -> String)? = nil) -> (
-        sql: String, values: [Value]
+        sql: String, values: [SQLValue]
     ) {
         guard let placeholder else {
             // `?` as it is: the conditions joined, nothing to number.
             return (conditions.map(\.sql).joined(separator: " AND "), conditions.flatMap(\.values))
         }
         var sql = ""
-        var values: [Value] = []
+        var values: [SQLValue] = []
         for (number, condition) in conditions.enumerated() {
             if number > 0 { sql += " AND " }
             var parts = condition.sql.split(separator: "?", omittingEmptySubsequences: false).makeIterator()

@@ -39,7 +39,7 @@ extension ItemRecord {
         """
 
     /// Binds the values of ``columns``, in order.
-    func bind(_ values: inout Bindings) {
+    func bind(_ values: inout SQLiteBindings) {
         values.add(id)
         values.add(key)
         values.add(group)
@@ -68,9 +68,6 @@ extension EventRecord {
     /// Every column, in the order the core decodes (``EventRecord/init(row:)``) and ``bind(_:)`` binds.
     static let columns = selectedColumns
 
-    /// `SELECT <every column> FROM countdown_events`.
-    static let select = "SELECT \(columns) FROM countdown_events"
-
     static let insertSQL = "INSERT INTO countdown_events (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
     /// The most events one statement inserts (``insertSQL(rows:)``): 352 parameters, within the
@@ -90,7 +87,7 @@ extension EventRecord {
     }
 
     /// Binds the values of ``columns``, in order.
-    func bind(_ values: inout Bindings) {
+    func bind(_ values: inout SQLiteBindings) {
         values.add(id)
         values.add(kind)
         values.add(key)
