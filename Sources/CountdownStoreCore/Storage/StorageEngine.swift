@@ -46,7 +46,7 @@ extension StorageEngine {
     }
 }
 
-/// How a write's body ends its transaction (as GRDB's `TransactionCompletion`), with the value
+/// How a write's body ends its transaction (commit or roll back), with the value
 /// the write returns either way.
 package enum TransactionEnd<T: Sendable>: Sendable {
     /// Commit, and return the value.
