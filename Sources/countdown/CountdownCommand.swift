@@ -19,11 +19,17 @@ struct CountdownCommand: AsyncParsableCommand {
             disk full, I/O error), 75 still cooling down (cooldown).
             """,
         version: ToolVersion.text,
-        subcommands: [
+        subcommands: commands)
+
+    /// The subcommands, in the order of the help: the item actions' among them.
+    private static var commands: [any ParsableCommand.Type] {
+        var commands: [any ParsableCommand.Type] = [
             Start.self, StartStopwatch.self, Cooldown.self, Debounce.self, Show.self, List.self,
-            Pause.self, Resume.self, Cancel.self, Restart.self, Remove.self, Extend.self, Shorten.self,
-            Run.self, Watch.self, Serve.self, Calibrate.self, Prune.self, Doctor.self, Demo.self,
-        ])
+        ]
+        commands += itemActionCommands.map { $0 as any ParsableCommand.Type }
+        commands += [Run.self, Watch.self, Serve.self, Calibrate.self, Prune.self, Doctor.self, Demo.self]
+        return commands
+    }
 }
 
 /// The entry point: parses, runs, and turns every failure into one line on stderr and an exit status.
