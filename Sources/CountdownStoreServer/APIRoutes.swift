@@ -348,10 +348,11 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         return await answer { try await act(request, key: try key(), action: name) }
     }
 
-    /// The actions of `POST …/{action}`.
-    static var actions: [String] {
-        ["pause", "resume", "cancel", "restart", "remove", "extend", "shorten", "cooldown", "debounce"]
-    }
+    /// The actions of `POST …/{action}`: every ``CountdownAction``, then the calls of the rules.
+    static var actions: [String] { CountdownAction.allCases.map(\.name) + ruleActions }
+
+    /// The actions of `POST …/{action}` that are a rule's call rather than a ``CountdownAction``.
+    static var ruleActions: [String] { ["cooldown", "debounce"] }
 
     /// Refuses an action that is not one: 405 for `events` (a GET path), 404 for any other name.
     private static func checkAction(_ action: String) throws {
@@ -365,21 +366,16 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         }
     }
 
-    private func act(_ request: Request, key: String, action: String) async throws -> Countdown {
-        try Self.checkAction(action)
+    private func act(_ request: Request, key: String, action name: String) async throws -> Countdown {
+        try Self.checkAction(name)
         try authorize(request)
-        switch action {
-        case "pause": return try await store.pause(key)
-        case "resume": return try await store.resume(key)
-        case "cancel": return try await store.cancel(key)
-        case "restart": return try await store.restart(key)
-        case "remove": return try await store.remove(key)
-        case "debounce": return try await debounce(request, key: key)
-        default:
-            let amount = try DurationText.parse(try await body(request, as: AmountBody.self).duration)
-            return action == "extend"
-                ? try await store.extend(key, by: amount) : try await store.shorten(key, by: amount)
+        guard let action = CountdownAction(name: name) else {
+            // The one rule's call that answers with the item (a cooldown answers on its own).
+            return try await debounce(request, key: key)
         }
+        let amount =
+            action.takesDuration ? try DurationText.parse(try await body(request, as: AmountBody.self).duration) : nil
+        return try await action.perform(on: store, key: key, by: amount)
     }
 
     /// Starts a cooldown unless one runs: 200 with `{"allowed": true, "countdown"}` when it
