@@ -49,6 +49,9 @@ struct APIRoutes<Context: RequestContext>: Sendable {
             Route("dashboard.js", .get) { _, _ in
                 asset(DashboardAssets.script, type: "text/javascript; charset=utf-8")
             },
+            Route("dashboard-actions.js", .get) { _, _ in
+                asset(DashboardAssets.actions, type: "text/javascript; charset=utf-8")
+            },
             Route("dashboard.css", .get) { _, _ in asset(DashboardAssets.style, type: "text/css; charset=utf-8") },
             Route("healthz", .get) { _, _ in await answer { try await health() } },
             Route("api/status", .get) { _, _ in await answer { try await status() } },
