@@ -220,10 +220,8 @@ extension CountdownStore {
             switch whenActive {
             case .refuse:
                 throw CountdownError(
-                    .alreadyActive,
-                    "countdown \(quoted(request.key)) is already \(existing.state.rawValue); "
-                        + "start it with whenActive: .replace to start it again"
-                )
+                    .alreadyActive, "countdown \(quoted(request.key)) is already \(existing.state.rawValue); ",
+                    hint: .startWhenActive(.replace), " to start it again")
             case .keep:
                 return existing.countdown(at: time)
             case .replace:

@@ -96,17 +96,15 @@ enum Main {
         return reordered.filter { !negative.contains($0) } + ["--"] + negative
     }
 
-    /// The library's message with the tool's way out where the library names its own.
+    /// The library's message, with its hint in the tool's words: the option to give.
     static func toolMessage(_ error: CountdownError) -> String {
-        switch error.code {
-        case .alreadyActive:
-            error.message.replacingOccurrences(
-                of: "start it with whenActive: .replace", with: "use countdown start --replace")
-        case .calibrationNeedsForce:
-            error.message.replacingOccurrences(of: "calibrate with force", with: "calibrate with --force")
-        default:
-            error.message
-        }
+        error.message(hint: { hint in
+            switch hint {
+            case .startWhenActive(.replace): "use countdown start --replace"
+            case .startWhenActive: nil
+            case .calibrateWithForce: "calibrate with --force"
+            }
+        })
     }
 
     static func fail(_ message: String, status: Int32) -> Never {

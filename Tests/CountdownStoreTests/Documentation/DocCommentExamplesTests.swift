@@ -169,3 +169,11 @@ func countdownActionExample(store: CountdownStore, item: Countdown) async throws
     }
     try await CountdownAction.extend.perform(on: store, key: "order-1042", by: .seconds(60))
 }
+
+/// `CountdownError.message(hint:)`'s example: the message in the words of a tool.
+func countdownErrorHintExample(error: CountdownError) -> String {
+    let line = error.message(hint: { hint in
+        hint == .startWhenActive(.replace) ? "use countdown start --replace" : nil
+    })
+    return line
+}
