@@ -419,13 +419,7 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         guard let text else {
             throw CountdownError(.invalidDuration, "missing \(field): give a duration like 90s, 15m or 1h30m")
         }
-        do throws(CountdownError) {
-            return try DurationText.parse(text)
-        } catch {
-            let prefix = "invalid duration "
-            guard error.message.hasPrefix(prefix) else { throw error }
-            throw CountdownError(error.code, "invalid \(field) " + String(error.message.dropFirst(prefix.count)))
-        }
+        return try DurationText.parse(text, naming: field)
     }
 
     /// The `key` of the path, percent-decoded (a key may hold any character, `/` included).
