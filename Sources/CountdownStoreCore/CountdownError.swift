@@ -94,10 +94,41 @@ public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible
         case storage
     }
 
+    /// What the caller can change for the call to be accepted: an option of the call, which
+    /// each front end names in its own words.
+    ///
+    /// The library's ``message`` names it as the Swift API spells it (``description``); the
+    /// `countdown` tool as its option (`--replace`), the HTTP API as the field of its body
+    /// (`"when_active"`). ``message(hint:)`` renders the message with another wording.
+    public enum Hint: Sendable, Hashable, CustomStringConvertible {
+        /// Start the key again with `whenActive` set to the value (``WhenActive/replace``: start
+        /// it again from zero): `countdown start --replace`, the body's `"when_active"`.
+        case startWhenActive(WhenActive)
+        /// Calibrate again with `force` (``CountdownStore/calibrate(serverTime:force:)``):
+        /// `countdown calibrate --force`.
+        case calibrateWithForce
+
+        /// The hint as the Swift API spells it: `start it with whenActive: .replace`,
+        /// `calibrate with force`.
+        public var description: String {
+            switch self {
+            case .startWhenActive(let value): "start it with whenActive: .\(value.rawValue)"
+            case .calibrateWithForce: "calibrate with force"
+            }
+        }
+    }
+
     /// What went wrong.
     public let code: Code
-    /// One line for people, naming the problem and the value.
+    /// One line for people, naming the problem and the value (and the ``hint``, as the Swift
+    /// API spells it).
     public let message: String
+    /// What the caller can change for the call to be accepted, when the library knows; `nil`
+    /// otherwise. ``message`` names it; a front end renders it in its own words with
+    /// ``message(hint:)``.
+    public let hint: Hint?
+    /// The message's text before and after its hint, when it has one.
+    private let aroundHint: (before: String, after: String)?
 
     /// The failure this error reports, when it reports one from below the library (the database
     /// library's own error, for a storage failure); `nil` otherwise. Not part of equality.
@@ -113,6 +144,30 @@ public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible
         self.code = code
         self.message = message
         self.underlyingError = underlying
+        self.hint = nil
+        self.aroundHint = nil
+    }
+
+    /// Creates an error whose message names what to change: `before`, the hint, then `after`.
+    public init(_ code: Code, _ before: String, hint: Hint, _ after: String = "") {
+        self.code = code
+        self.message = before + hint.description + after
+        self.underlyingError = nil
+        self.hint = hint
+        self.aroundHint = (before, after)
+    }
+
+    /// The message with its ``hint`` in the words `wording` gives it (the ``message`` itself
+    /// when the error has no hint, or `wording` returns `nil`).
+    ///
+    /// ```swift
+    /// let line = error.message(hint: { hint in
+    ///     hint == .startWhenActive(.replace) ? "use countdown start --replace" : nil
+    /// })
+    /// ```
+    public func message(hint wording: (Hint) -> String?) -> String {
+        guard let hint, let aroundHint, let words = wording(hint) else { return message }
+        return aroundHint.before + words + aroundHint.after
     }
 
     /// Equal when the codes and messages are.
@@ -143,8 +198,8 @@ extension CountdownError {
                 .calibrationNeedsForce,
                 "refused server time \(server): it is \(behind) behind the store clock (\(wall)), "
                     + "which never goes back; calibrated to it, the store clock would advance at half speed for "
-                    + "\(DurationText.format(milliseconds: -2 * differenceMs)) until the server time caught up; "
-                    + "calibrate with force to accept that"
+                    + "\(DurationText.format(milliseconds: -2 * differenceMs)) until the server time caught up; ",
+                hint: .calibrateWithForce, " to accept that"
             )
         }
         let ahead = DurationText.format(milliseconds: differenceMs)
@@ -152,7 +207,8 @@ extension CountdownError {
             .calibrationNeedsForce,
             "refused server time \(server): it is \(ahead) ahead of the store clock (\(wall)), more than a day; "
                 + "the store clock never goes back, so undoing it would leave the store clock at half speed for "
-                + "\(DurationText.format(milliseconds: 2 * differenceMs)); calibrate with force to accept it"
+                + "\(DurationText.format(milliseconds: 2 * differenceMs)); ",
+            hint: .calibrateWithForce, " to accept it"
         )
     }
 

@@ -220,10 +220,8 @@ extension CountdownStore {
             switch whenActive {
             case .refuse:
                 throw CountdownError(
-                    .alreadyActive,
-                    "countdown \(quoted(request.key)) is already \(existing.state.rawValue); "
-                        + "start it with whenActive: .replace to start it again"
-                )
+                    .alreadyActive, "countdown \(quoted(request.key)) is already \(existing.state.rawValue); ",
+                    hint: .startWhenActive(.replace), " to start it again")
             case .keep:
                 return existing.countdown(at: time)
             case .replace:
@@ -276,11 +274,11 @@ extension CountdownStore {
     /// recorded expired first, so `change` sees it expired; that expiry commits even when
     /// `change` refuses.
     private func change(
-        _ key: String, _ operation: WriteOperation,
+        _ key: String, _ action: CountdownAction,
         _ change: @escaping @Sendable (inout ItemRecord, WriteTransaction, ClocksNow) throws -> Void
     ) async throws(CountdownError) -> Countdown {
         let key = try Validate.key(key)
-        let outcome: Result<Countdown, CountdownError> = try await groupedWriting(operation) { tx, time in
+        let outcome: Result<Countdown, CountdownError> = try await groupedWriting(action.writeOperation) { tx, time in
             guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
             guard item.isDue(at: time) else {
                 try change(&item, tx, time)
@@ -304,12 +302,17 @@ extension CountdownStore {
         return try outcome.get()
     }
 
-    private static func require(_ item: ItemRecord, in states: Set<CountdownState>, to verb: String) throws {
-        guard states.contains(item.state) else {
+    /// Refuses `action` on an item in a state it does not accept (``CountdownAction/acceptedStates``),
+    /// or on a stopwatch when it changes countdowns only.
+    private static func require(_ item: ItemRecord, for action: CountdownAction) throws {
+        if action.countdownsOnly, item.kind != .countdown {
+            throw CountdownError(.wrongState, "cannot \(action.name) \(quoted(item.key)): it is a stopwatch")
+        }
+        guard action.acceptedStates.contains(item.state) else {
             let now =
                 item.state == .cancelled
                 ? "was cancelled" : item.state == .expired ? "has expired" : "is already \(item.state.rawValue)"
-            throw CountdownError(.wrongState, "cannot \(verb) \(quoted(item.key)): it \(now)")
+            throw CountdownError(.wrongState, "cannot \(action.name) \(quoted(item.key)): it \(now)")
         }
     }
 
@@ -323,7 +326,7 @@ extension CountdownStore {
     @discardableResult
     public func pause(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key, .pause) { item, tx, time in
-            try Self.require(item, in: [.running], to: "pause")
+            try Self.require(item, for: .pause)
             item.pause(at: time)
             try tx.update(item)
             try tx.append(EventRecord(.paused, item: item, at: time))
@@ -340,7 +343,7 @@ extension CountdownStore {
     @discardableResult
     public func resume(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key, .resume) { item, tx, time in
-            try Self.require(item, in: [.paused], to: "resume")
+            try Self.require(item, for: .resume)
             item.resume(at: time)
             try tx.update(item)
             try tx.append(EventRecord(.resumed, item: item, at: time))
@@ -357,7 +360,7 @@ extension CountdownStore {
     @discardableResult
     public func cancel(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key, .cancel) { item, tx, time in
-            try Self.require(item, in: [.running, .paused], to: "cancel")
+            try Self.require(item, for: .cancel)
             item.cancel(at: time)
             try tx.update(item)
             try tx.append(EventRecord(.cancelled, item: item, at: time))
@@ -373,6 +376,7 @@ extension CountdownStore {
     @discardableResult
     public func restart(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key, .restart) { item, tx, time in
+            try Self.require(item, for: .restart)
             item.restart(at: time)
             try tx.update(item)
             try tx.append(EventRecord(.restarted, item: item, at: time))
@@ -391,7 +395,7 @@ extension CountdownStore {
     public func extend(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
         let amountMs = try Validate.duration(amount, what: "extension")
         return try await change(key, .extend) { item, tx, time in
-            try Self.requireCountdown(item, to: "extend")
+            try Self.require(item, for: .extend)
             let duration = (item.durationMs ?? 0) + amountMs
             guard duration <= Validate.maximumDurationMs else {
                 throw CountdownError(
@@ -424,7 +428,7 @@ extension CountdownStore {
     public func shorten(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
         let amountMs = try Validate.duration(amount, what: "shortening")
         return try await change(key, .shorten) { item, tx, time in
-            try Self.requireCountdown(item, to: "shorten")
+            try Self.require(item, for: .shorten)
             let elapsed = max(0, item.rawElapsedMs(at: time))
             let shortened = (item.durationMs ?? 0) - amountMs
             // Past zero it is over at once: the duration becomes what actually ran, so it expires on time.
@@ -438,13 +442,6 @@ extension CountdownStore {
         }
     }
 
-    private static func requireCountdown(_ item: ItemRecord, to verb: String) throws {
-        guard item.kind == .countdown else {
-            throw CountdownError(.wrongState, "cannot \(verb) \(quoted(item.key)): it is a stopwatch")
-        }
-        try require(item, in: [.running, .paused], to: verb)
-    }
-
     /// Deletes the item under `key` whatever its state; returns it as it was.
     ///
     /// One write transaction (the deletion and a `removed` event). The key can be used again; its
@@ -454,6 +451,7 @@ extension CountdownStore {
     @discardableResult
     public func remove(_ key: String) async throws(CountdownError) -> Countdown {
         try await change(key, .remove) { item, tx, time in
+            try Self.require(item, for: .remove)
             try tx.delete(item)
             try tx.append(EventRecord(.removed, item: item, at: time))
         }

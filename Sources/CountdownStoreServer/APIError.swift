@@ -27,7 +27,17 @@ struct APIError: Error, Sendable {
             case .conflict: .conflict
             case .storage: .serviceUnavailable
             }
-        self.init(status, code: error.code.name, error.message)
+        self.init(status, code: error.code.name, Self.message(error))
+    }
+
+    /// The library's message, with its hint in the API's words: the field of the body to set.
+    static func message(_ error: CountdownError) -> String {
+        error.message(hint: { hint in
+            switch hint {
+            case .startWhenActive(let value): "start it with \"when_active\": \"\(value.rawValue)\""
+            case .calibrateWithForce: nil
+            }
+        })
     }
 
     static func invalid(_ message: String) -> APIError {

@@ -25,6 +25,79 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         return headers
     }
 
+    /// One route: a path, a method it takes, and what answers it.
+    struct Route: Sendable {
+        var path: RouterPath
+        var method: HTTPRequest.Method
+        var handler: @Sendable (Request, Context) async throws -> Response
+
+        init(
+            _ path: RouterPath, _ method: HTTPRequest.Method,
+            _ handler: @escaping @Sendable (Request, Context) async throws -> Response
+        ) {
+            self.path = path
+            self.method = method
+            self.handler = handler
+        }
+    }
+
+    /// Every route of the page and the API, in one list: ``add(to:)`` registers each, and
+    /// answers every other method of its path with 405 and the methods this list gives it.
+    var routes: [Route] {
+        var routes: [Route] = [
+            Route("", .get) { request, _ in try page(request) },
+            Route("dashboard.js", .get) { _, _ in
+                asset(DashboardAssets.script, type: "text/javascript; charset=utf-8")
+            },
+            Route("dashboard-actions.js", .get) { _, _ in
+                asset(DashboardAssets.actions, type: "text/javascript; charset=utf-8")
+            },
+            Route("dashboard.css", .get) { _, _ in asset(DashboardAssets.style, type: "text/css; charset=utf-8") },
+            Route("healthz", .get) { _, _ in await answer { try await health() } },
+            Route("api/status", .get) { _, _ in await answer { try await status() } },
+            Route("api/countdowns", .get) { request, _ in await answer { try await list(request) } },
+            Route("api/countdowns", .post) { request, _ in await answer { try await start(request) } },
+            Route("api/countdowns/:key", .get) { _, context in await answer { try await item(try key(context)) } },
+            Route("api/countdowns/:key/events", .get) { request, context in
+                await answer { try await events(request, key: try key(context)) }
+            },
+            Route("api/countdowns/:key/:action", .post) { request, context in
+                await action(request, key: { try key(context) }, name: context.parameters.get("action") ?? "")
+            },
+            // The same, with the key in the query (`?key=`): the page uses these, as a browser
+            // collapses the path segments `.` and `..`, which are keys like any other.
+            Route("api/item", .get) { request, _ in await answer { try await item(try queryKey(request)) } },
+            Route("api/item/events", .get) { request, _ in
+                await answer { try await events(request, key: try queryKey(request)) }
+            },
+            Route("api/item/:action", .post) { request, context in
+                await action(request, key: { try queryKey(request) }, name: context.parameters.get("action") ?? "")
+            },
+            Route("api/stream", .get) { _, _ in await stream() },
+            Route("api/openapi.json", .get) { _, _ in
+                var headers = Self.securityHeaders
+                headers[.contentType] = "application/json; charset=utf-8"
+                headers[.cacheControl] = "no-cache"
+                return Response(
+                    status: .ok, headers: headers,
+                    body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
+            },
+        ]
+        if let registry = dashboard.metricsRegistry {
+            routes.append(
+                Route("metrics", .get) { _, _ in
+                    var text = [UInt8]()
+                    registry.emit(into: &text)
+                    var headers = Self.securityHeaders
+                    headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+                    headers[.cacheControl] = "no-store"
+                    return Response(
+                        status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
+                })
+        }
+        return routes
+    }
+
     func add(to parent: some RouterMethods<Context>) {
         let router = parent.group().add(
             middleware: RequestGuard<Context>(
@@ -33,73 +106,42 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         let refusing = parent.group().add(
             middleware: RequestGuard<Context>(
                 allowedHosts: dashboard.allowedHosts, allowedOrigins: [], checksWrites: false))
-        router.get("") { request, _ in try page(request) }
-        router.get("dashboard.js") { _, _ in asset(DashboardAssets.script, type: "text/javascript; charset=utf-8") }
-        router.get("dashboard.css") { _, _ in asset(DashboardAssets.style, type: "text/css; charset=utf-8") }
-        router.get("healthz") { _, _ in await answer { try await health() } }
-        router.get("api/status") { _, _ in await answer { try await status() } }
-        router.get("api/countdowns") { request, _ in await answer { try await list(request) } }
-        router.post("api/countdowns") { request, _ in await answer { try await start(request) } }
-        router.get("api/countdowns/:key") { _, context in
-            await answer { try await item(try key(context)) }
-        }
-        router.get("api/countdowns/:key/events") { request, context in
-            await answer { try await events(request, key: try key(context)) }
-        }
-        router.post("api/countdowns/:key/:action") { request, context in
-            await action(request, key: { try key(context) }, name: context.parameters.get("action") ?? "")
-        }
-        // The same, with the key in the query (`?key=`): the page uses these, as a browser
-        // collapses the path segments `.` and `..`, which are keys like any other.
-        router.get("api/item") { request, _ in await answer { try await item(try queryKey(request)) } }
-        router.get("api/item/events") { request, _ in
-            await answer { try await events(request, key: try queryKey(request)) }
-        }
-        router.post("api/item/:action") { request, context in
-            await action(request, key: { try queryKey(request) }, name: context.parameters.get("action") ?? "")
-        }
-        router.get("api/stream") { _, _ in
-            do {
-                var response = try EventStream(hub: dashboard.hub).response()
-                response.headers.append(contentsOf: Self.securityHeaders)
-                return response
-            } catch let error as APIError {
-                // Refused before anything was read (too many streams): the store is not asked either.
-                return Self.plainRefusal(error)
-            } catch {
-                return await refusal(APIError.from(error, logger: dashboard.logger))
-            }
-        }
-        router.get("api/openapi.json") { _, _ in
-            var headers = Self.securityHeaders
-            headers[.contentType] = "application/json; charset=utf-8"
-            headers[.cacheControl] = "no-cache"
-            return Response(
-                status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
+        let routes = routes
+        for route in routes {
+            router.on(route.path, method: route.method, use: route.handler)
         }
         // Every other method of a path answers 405 with the methods it takes.
-        var allowed: [(RouterPath, [HTTPRequest.Method])] = [
-            ("", [.get]), ("dashboard.js", [.get]), ("dashboard.css", [.get]), ("healthz", [.get]),
-            ("api/status", [.get]),
-            ("api/countdowns", [.get, .post]), ("api/countdowns/:key", [.get]), ("api/countdowns/:key/events", [.get]),
-            ("api/countdowns/:key/:action", [.post]), ("api/item", [.get]), ("api/item/events", [.get]),
-            ("api/item/:action", [.post]), ("api/stream", [.get]), ("api/openapi.json", [.get]),
-        ]
-        if dashboard.metricsRegistry != nil { allowed.append(("metrics", [.get])) }
-        for (path, methods) in allowed {
+        for (path, methods) in Self.methodsByPath(routes) {
             for method in Self.refusedMethods where !methods.contains(method) {
                 refusing.on(path, method: method) { _, _ in Self.methodNotAllowed(methods) }
             }
         }
-        if let registry = dashboard.metricsRegistry {
-            router.get("metrics") { _, _ in
-                var text = [UInt8]()
-                registry.emit(into: &text)
-                var headers = Self.securityHeaders
-                headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-                headers[.cacheControl] = "no-store"
-                return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
+    }
+
+    /// Each path of `routes` once, in the order of its first route, with the methods it takes.
+    static func methodsByPath(_ routes: [Route]) -> [(path: RouterPath, methods: [HTTPRequest.Method])] {
+        var table: [(path: RouterPath, methods: [HTTPRequest.Method])] = []
+        for route in routes {
+            if let index = table.firstIndex(where: { $0.path == route.path }) {
+                table[index].methods.append(route.method)
+            } else {
+                table.append((route.path, [route.method]))
             }
+        }
+        return table
+    }
+
+    /// `GET api/stream`: the event stream, or its refusal.
+    private func stream() async -> Response {
+        do {
+            var response = try EventStream(hub: dashboard.hub).response()
+            response.headers.append(contentsOf: Self.securityHeaders)
+            return response
+        } catch let error as APIError {
+            // Refused before anything was read (too many streams): the store is not asked either.
+            return Self.plainRefusal(error)
+        } catch {
+            return await refusal(APIError.from(error, logger: dashboard.logger))
         }
     }
 
@@ -309,10 +351,11 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         return await answer { try await act(request, key: try key(), action: name) }
     }
 
-    /// The actions of `POST …/{action}`.
-    static var actions: [String] {
-        ["pause", "resume", "cancel", "restart", "remove", "extend", "shorten", "cooldown", "debounce"]
-    }
+    /// The actions of `POST …/{action}`: every ``CountdownAction``, then the calls of the rules.
+    static var actions: [String] { CountdownAction.allCases.map(\.name) + ruleActions }
+
+    /// The actions of `POST …/{action}` that are a rule's call rather than a ``CountdownAction``.
+    static var ruleActions: [String] { ["cooldown", "debounce"] }
 
     /// Refuses an action that is not one: 405 for `events` (a GET path), 404 for any other name.
     private static func checkAction(_ action: String) throws {
@@ -326,21 +369,16 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         }
     }
 
-    private func act(_ request: Request, key: String, action: String) async throws -> Countdown {
-        try Self.checkAction(action)
+    private func act(_ request: Request, key: String, action name: String) async throws -> Countdown {
+        try Self.checkAction(name)
         try authorize(request)
-        switch action {
-        case "pause": return try await store.pause(key)
-        case "resume": return try await store.resume(key)
-        case "cancel": return try await store.cancel(key)
-        case "restart": return try await store.restart(key)
-        case "remove": return try await store.remove(key)
-        case "debounce": return try await debounce(request, key: key)
-        default:
-            let amount = try DurationText.parse(try await body(request, as: AmountBody.self).duration)
-            return action == "extend"
-                ? try await store.extend(key, by: amount) : try await store.shorten(key, by: amount)
+        guard let action = CountdownAction(name: name) else {
+            // The one rule's call that answers with the item (a cooldown answers on its own).
+            return try await debounce(request, key: key)
         }
+        let amount =
+            action.takesDuration ? try DurationText.parse(try await body(request, as: AmountBody.self).duration) : nil
+        return try await action.perform(on: store, key: key, by: amount)
     }
 
     /// Starts a cooldown unless one runs: 200 with `{"allowed": true, "countdown"}` when it
@@ -381,13 +419,7 @@ struct APIRoutes<Context: RequestContext>: Sendable {
         guard let text else {
             throw CountdownError(.invalidDuration, "missing \(field): give a duration like 90s, 15m or 1h30m")
         }
-        do throws(CountdownError) {
-            return try DurationText.parse(text)
-        } catch {
-            let prefix = "invalid duration "
-            guard error.message.hasPrefix(prefix) else { throw error }
-            throw CountdownError(error.code, "invalid \(field) " + String(error.message.dropFirst(prefix.count)))
-        }
+        return try DurationText.parse(text, naming: field)
     }
 
     /// The `key` of the path, percent-decoded (a key may hold any character, `/` included).

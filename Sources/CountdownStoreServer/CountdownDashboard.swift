@@ -81,9 +81,9 @@ public struct CountdownDashboard: Sendable {
         self.allowedOrigins = allowedOrigins
     }
 
-    /// Adds the page (`""`, then `dashboard.js` and `dashboard.css`), the API (`api/…`), the
-    /// event stream (`api/stream`), `healthz` and, with a registry, `metrics` to `router`: a
-    /// router or a group of one.
+    /// Adds the page (`""`, then `dashboard-actions.js`, `dashboard.js` and `dashboard.css`), the
+    /// API (`api/…`), the event stream (`api/stream`), `healthz` and, with a registry, `metrics`
+    /// to `router`: a router or a group of one.
     public func addRoutes<Context: RequestContext>(to router: some RouterMethods<Context>) {
         APIRoutes<Context>(dashboard: self).add(to: router)
     }

@@ -18,6 +18,25 @@ public struct CountdownActionFailure: Error, Sendable, Hashable, Identifiable {
         case cancel
         /// Extending a countdown.
         case extend
+        /// Restarting an item.
+        case restart
+        /// Removing an item.
+        case remove
+        /// Shortening a countdown.
+        case shorten
+
+        /// The failure's action for an item's ``CountdownAction``.
+        public init(_ action: CountdownAction) {
+            switch action {
+            case .pause: self = .pause
+            case .resume: self = .resume
+            case .cancel: self = .cancel
+            case .restart: self = .restart
+            case .remove: self = .remove
+            case .extend: self = .extend
+            case .shorten: self = .shorten
+            }
+        }
     }
 
     /// Tells one failure from the next, even of the same action on the same key.

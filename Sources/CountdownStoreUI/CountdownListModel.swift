@@ -14,8 +14,9 @@ import Observation
 /// ``CountdownRow`` carries its interval and pause instant on the device's clock, and
 /// ``CountdownRow/needsBeat`` says which rows change with time.
 ///
-/// The actions (``start(_:duration:group:policy:payload:)``, ``pause(_:)``, …) write through the
-/// store and refresh the rows; a refusal becomes ``failure``, a value a view can show.
+/// The actions (``start(_:duration:group:policy:payload:)``, ``perform(_:_:by:)`` of any
+/// ``CountdownAction``, and its shorthands ``pause(_:)``, …) write through the store and refresh
+/// the rows; a refusal becomes ``failure``, a value a view can show.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @Observable
 @MainActor
@@ -154,7 +155,7 @@ public final class CountdownListModel {
         _ key: String, duration: Duration, group: String? = nil, policy: CountdownPolicy = .wall,
         payload: CountdownPayload? = nil
     ) async -> Countdown? {
-        await perform(.start, key) { store throws(CountdownError) in
+        await run(.start, key) { store throws(CountdownError) in
             try await store.start(key, duration: duration, group: group, policy: policy, payload: payload)
         }
     }
@@ -164,33 +165,42 @@ public final class CountdownListModel {
     public func startStopwatch(
         _ key: String, group: String? = nil, policy: CountdownPolicy = .wall, payload: CountdownPayload? = nil
     ) async -> Countdown? {
-        await perform(.start, key) { store throws(CountdownError) in
+        await run(.start, key) { store throws(CountdownError) in
             try await store.startStopwatch(key, group: group, policy: policy, payload: payload)
+        }
+    }
+
+    /// Runs `action` on the item under `key` (with `amount`, for an action that
+    /// ``CountdownAction/takesDuration``); `nil` (and ``failure`` set) when the store refuses.
+    @discardableResult
+    public func perform(_ action: CountdownAction, _ key: String, by amount: Duration? = nil) async -> Countdown? {
+        await run(CountdownActionFailure.Action(action), key) { store throws(CountdownError) in
+            try await action.perform(on: store, key: key, by: amount)
         }
     }
 
     /// Pauses a running item; `nil` (and ``failure`` set) when the store refuses.
     @discardableResult
     public func pause(_ key: String) async -> Countdown? {
-        await perform(.pause, key) { store throws(CountdownError) in try await store.pause(key) }
+        await perform(.pause, key)
     }
 
     /// Resumes a paused item; `nil` (and ``failure`` set) when the store refuses.
     @discardableResult
     public func resume(_ key: String) async -> Countdown? {
-        await perform(.resume, key) { store throws(CountdownError) in try await store.resume(key) }
+        await perform(.resume, key)
     }
 
     /// Cancels an active item; `nil` (and ``failure`` set) when the store refuses.
     @discardableResult
     public func cancel(_ key: String) async -> Countdown? {
-        await perform(.cancel, key) { store throws(CountdownError) in try await store.cancel(key) }
+        await perform(.cancel, key)
     }
 
     /// Adds `amount` to an active countdown; `nil` (and ``failure`` set) when the store refuses.
     @discardableResult
     public func extend(_ key: String, by amount: Duration) async -> Countdown? {
-        await perform(.extend, key) { store throws(CountdownError) in try await store.extend(key, by: amount) }
+        await perform(.extend, key, by: amount)
     }
 
     /// Forgets ``failure``, as when the view showing it is dismissed.
@@ -199,7 +209,7 @@ public final class CountdownListModel {
     }
 
     /// Runs an action, then reads the rows again; a refusal becomes ``failure``.
-    private func perform(
+    private func run(
         _ action: CountdownActionFailure.Action, _ key: String,
         _ body: (CountdownStore) async throws(CountdownError) -> Countdown
     ) async -> Countdown? {

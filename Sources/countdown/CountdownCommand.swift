@@ -19,11 +19,17 @@ struct CountdownCommand: AsyncParsableCommand {
             disk full, I/O error), 75 still cooling down (cooldown).
             """,
         version: ToolVersion.text,
-        subcommands: [
+        subcommands: commands)
+
+    /// The subcommands, in the order of the help: the item actions' among them.
+    private static var commands: [any ParsableCommand.Type] {
+        var commands: [any ParsableCommand.Type] = [
             Start.self, StartStopwatch.self, Cooldown.self, Debounce.self, Show.self, List.self,
-            Pause.self, Resume.self, Cancel.self, Restart.self, Remove.self, Extend.self, Shorten.self,
-            Run.self, Watch.self, Serve.self, Calibrate.self, Prune.self, Doctor.self, Demo.self,
-        ])
+        ]
+        commands += itemActionCommands.map { $0 as any ParsableCommand.Type }
+        commands += [Run.self, Watch.self, Serve.self, Calibrate.self, Prune.self, Doctor.self, Demo.self]
+        return commands
+    }
 }
 
 /// The entry point: parses, runs, and turns every failure into one line on stderr and an exit status.
@@ -90,17 +96,15 @@ enum Main {
         return reordered.filter { !negative.contains($0) } + ["--"] + negative
     }
 
-    /// The library's message with the tool's way out where the library names its own.
+    /// The library's message, with its hint in the tool's words: the option to give.
     static func toolMessage(_ error: CountdownError) -> String {
-        switch error.code {
-        case .alreadyActive:
-            error.message.replacingOccurrences(
-                of: "start it with whenActive: .replace", with: "use countdown start --replace")
-        case .calibrationNeedsForce:
-            error.message.replacingOccurrences(of: "calibrate with force", with: "calibrate with --force")
-        default:
-            error.message
-        }
+        error.message(hint: { hint in
+            switch hint {
+            case .startWhenActive(.replace): "use countdown start --replace"
+            case .startWhenActive: nil
+            case .calibrateWithForce: "calibrate with --force"
+            }
+        })
     }
 
     static func fail(_ message: String, status: Int32) -> Never {

@@ -299,13 +299,7 @@ extension CountdownStore {
     public func consumer(_ name: String, startingAt start: ConsumerStart = .beginning) async throws(CountdownError)
         -> EventConsumer
     {
-        let validName: String
-        do {
-            validName = try Validate.key(name)
-        } catch {
-            throw CountdownError(.invalidArgument, error.message.replacingOccurrences(of: "key", with: "consumer name"))
-        }
-        let name = validName
+        let name = try Validate.consumerName(name)
         try await writing(.consumer, notifies: false) { tx, time in
             guard try tx.consumerCursor(name) == nil else { return }
             let cursor = start == .beginning ? 0 : try tx.lastEventID()

@@ -8,18 +8,24 @@ public enum DurationText {
     /// - Throws: ``CountdownError/Code/invalidDuration`` naming the text when it is not a duration,
     ///   is zero, negative, not finite, or out of range.
     public static func parse(_ text: String) throws(CountdownError) -> Duration {
+        try parse(text, naming: "duration")
+    }
+
+    /// Parses `text` as ``parse(_:)`` does, naming it `what` in a refusal (`invalid quiet '0s': …`):
+    /// for a duration given under a name of its own, as a field of a request.
+    package static func parse(_ text: String, naming what: String) throws(CountdownError) -> Duration {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard let ms = milliseconds(of: trimmed) else {
             throw CountdownError(
                 .invalidDuration,
-                "invalid duration \(quoted(text)): "
+                "invalid \(what) \(quoted(text)): "
                     + "expected a form like 90s, 15m, 1h30m, 2d, 250ms, PT15M or plain seconds"
             )
         }
         guard ms.rounded() >= Double(Validate.minimumDurationMs), ms.rounded() <= Double(Validate.maximumDurationMs)
         else {
             throw CountdownError(
-                .invalidDuration, "invalid duration \(quoted(text)): must be between 1ms and 100 years")
+                .invalidDuration, "invalid \(what) \(quoted(text)): must be between 1ms and 100 years")
         }
         return .milliseconds(Int64(ms.rounded()))
     }

@@ -15,6 +15,11 @@ enum Validate {
         try name(key, what: "key", maximumBytes: maximumKeyBytes, code: .invalidKey)
     }
 
+    /// A named consumer's name: a key's rules, refused as an invalid argument that names it.
+    static func consumerName(_ name: String) throws(CountdownError) -> String {
+        try self.name(name, what: "consumer name", maximumBytes: maximumKeyBytes, code: .invalidArgument)
+    }
+
     /// A group: 1–128 bytes of UTF-8 after NFC normalization, no NUL or control characters.
     static func group(_ group: String?) throws(CountdownError) -> String? {
         guard let group else { return nil }

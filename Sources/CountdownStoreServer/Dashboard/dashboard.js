@@ -290,10 +290,24 @@
     return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
   }
 
-  const ACTIONS = [
+  // The item actions the API takes, as the server lists them (dashboard-actions.js): each one's
+  // name, the states of the items it applies to, whether to countdowns only, and whether its
+  // body holds a duration.
+  const ITEM_ACTIONS = new Map(
+    (Array.isArray(self.countdownItemActions) ? self.countdownItemActions : []).map((action) => [action.name, action]));
+  // The page's labels of the actions it offers a button for, in the order of the buttons; an
+  // action the server does not list has none.
+  const LABELS = new Map([
     ['pause', 'Pause'], ['resume', 'Resume'], ['cancel', 'Cancel'],
     ['restart', 'Restart'], ['extend', '+1m'], ['remove', 'Remove'],
-  ];
+  ]);
+  const ACTIONS = [...LABELS].filter(([action]) => ITEM_ACTIONS.has(action));
+  /** Whether `action` applies to `item` as it is: the states and kinds the server lists for it. */
+  function applies(action, item) {
+    const rule = ITEM_ACTIONS.get(action);
+    return rule !== undefined && rule.states.includes(item.state)
+      && (!rule.countdowns_only || item.kind === 'countdown');
+  }
 
   function createEntry(key) {
     const keyButton = el('button', { type: 'button', class: 'key-link', 'data-open': '', text: key });
@@ -370,15 +384,8 @@
     entry.bound.title = bound.title;
     entry.tr.setAttribute('data-state', item.state);
     entry.bar.classList.toggle('none', item.kind === 'stopwatch');
-    const active = ACTIVE_STATES.has(item.state);
-    const visible = {
-      pause: item.state === 'running',
-      resume: item.state === 'paused',
-      cancel: active,
-      restart: true,
-      extend: active && item.kind === 'countdown',
-      remove: true,
-    };
+    const visible = {};
+    for (const [action] of ACTIONS) visible[action] = applies(action, item);
     const focused = document.activeElement;
     for (const [action] of ACTIONS) entry.buttons[action].hidden = !visible[action];
     // Keep the keyboard where it was when pause turns into resume and back.
@@ -996,7 +1003,7 @@
     button.disabled = true;
     try {
       const { body, serverMs } = await api(itemURL(key, '/' + action),
-        { method: 'POST', body: action === 'extend' ? { duration: '1m' } : undefined });
+        { method: 'POST', body: ITEM_ACTIONS.get(action)?.takes_duration ? { duration: '1m' } : undefined });
       if (action === 'remove') {
         removeRow(key);
         if (detail.key === key) showDetailGone();

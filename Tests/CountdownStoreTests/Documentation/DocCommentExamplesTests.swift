@@ -161,3 +161,19 @@ func debounceExample(store: CountdownStore, cart: String) async throws {
     try await store.debounce(
         "cart-mail:\(cart)", quiet: .seconds(300), maxWait: .seconds(1800), payload: .text(cart))
 }
+
+/// `CountdownAction`'s example. Compiled, not run.
+func countdownActionExample(store: CountdownStore, item: Countdown) async throws {
+    for action in CountdownAction.allCases where action.applies(to: item) {
+        print(action.name, action.takesDuration ? "DURATION" : "")
+    }
+    try await CountdownAction.extend.perform(on: store, key: "order-1042", by: .seconds(60))
+}
+
+/// `CountdownError.message(hint:)`'s example: the message in the words of a tool.
+func countdownErrorHintExample(error: CountdownError) -> String {
+    let line = error.message(hint: { hint in
+        hint == .startWhenActive(.replace) ? "use countdown start --replace" : nil
+    })
+    return line
+}
