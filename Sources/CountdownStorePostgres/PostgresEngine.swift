@@ -151,7 +151,7 @@ struct PostgresEngine: StorageEngine, DatabaseClockEngine, SideBySideWritingEngi
         do {
             return try await withTaskCancellationHandler {
                 try await servers.withConnection { connection in
-                    try await Blocking.run {
+                    try await TransactionThread.run {
                         let tx = PostgresTransaction(
                             engine: self, connection: connection, writing: writing, watch: watch)
                         if eventHorizonFirst {
@@ -220,7 +220,7 @@ struct PostgresEngine: StorageEngine, DatabaseClockEngine, SideBySideWritingEngi
         do {
             let value = try await withTaskCancellationHandler {
                 try await servers.withConnection { connection in
-                    try await Blocking.run {
+                    try await TransactionThread.run {
                         try PostgresTransaction(engine: self, connection: connection, writing: false, watch: watch)
                             .computeEventHorizon()
                     }

@@ -165,9 +165,9 @@ extension PostgresTransaction {
             engine.statements.eventWriterFloors, [.int(Int64(UInt32(bitPattern: engine.eventLockClass)))])
         try takeUnanswered()
         let last =
-            try Array(Blocking.wait(for: lastSent, on: connection, watch: watch).rows).first?.decode(Int64.self) ?? 0
+            try Array(TransactionThread.wait(for: lastSent, on: connection, watch: watch).rows).first?.decode(Int64.self) ?? 0
         var horizon = last
-        for row in try Array(Blocking.wait(for: floorsSent, on: connection, watch: watch).rows) {
+        for row in try Array(TransactionThread.wait(for: floorsSent, on: connection, watch: watch).rows) {
             // The floor is `last` or below it, less than 2³⁰ apart; a floor a little above
             // `last` (a writer that began after it was read) bounds nothing.
             let behind =

@@ -48,7 +48,7 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
     func run(_ sql: String, _ values: [SQLValue] = []) throws -> (rows: [PostgresRow], changed: Int) {
         let future = try send(sql, values)
         try takeUnanswered()
-        let result = try Blocking.wait(for: future, on: connection, watch: watch)
+        let result = try TransactionThread.wait(for: future, on: connection, watch: watch)
         return (Array(result.rows), result.metadata.rows ?? 0)
     }
 
@@ -67,7 +67,7 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
         var failure: (any Error)?
         for (future, isBegin) in sent {
             do {
-                _ = try Blocking.wait(for: future, on: connection, watch: watch)
+                _ = try TransactionThread.wait(for: future, on: connection, watch: watch)
             } catch let error as WaitAbandoned {
                 throw error
             } catch {

@@ -1,8 +1,9 @@
 import Foundation
 import PostgresNIO
 
-/// Synchronous work on threads that may block, bridged to and from Swift concurrency.
-enum Blocking {
+/// A transaction's thread: synchronous work on a thread of its own that may block (waiting for
+/// each statement's answer), bridged to and from Swift concurrency.
+enum TransactionThread {
     /// Runs `body` on a thread of its own and returns its result: a blocked thread here never
     /// holds up a cooperative thread. Each call has a serial queue of its own, which Dispatch
     /// gives a thread even while others wait on the network (a shared concurrent queue runs
@@ -17,7 +18,7 @@ enum Blocking {
     }
 }
 
-extension Blocking {
+extension TransactionThread {
     /// How long a statement's own failure may follow the closing of its connection.
     static let closingGraceMs = 1000
 

@@ -1,0 +1,147 @@
+import Foundation
+import Logging
+
+extension CountdownEvents {
+    /// Reads events in batches and waits for more when it has delivered them all.
+    public struct Iterator: AsyncIteratorProtocol {
+        let store: CountdownStore
+        let filter: EventFilter
+        var after: Int64
+        var buffer: [CountdownEvent] = []
+        var bufferIndex = 0
+        /// The reader of a named consumer this iterator is.
+        let consumer: Reader?
+        /// The pauses after a lost connection.
+        var retry = ConnectionRetry()
+        /// The boot-clock instant after which the claimed events left in the buffer are checked
+        /// to be still this reader's before one is handed out.
+        var claimCheckBoot: Int64?
+        /// Whether the next claim of a named consumer's reader reads first whether there is
+        /// anything to claim (so that an idle reader polls without writing): not after a claim
+        /// that found events, nor after a change this store was told of.
+        var probeFirst = true
+
+        /// Whether events already read wait to be handed out: the next ``next()`` returns one
+        /// without reading the database (a reader may batch its own work, such as
+        /// acknowledgements, until this turns false).
+        public var hasBufferedEvents: Bool { bufferIndex < buffer.count }
+
+        init(store: CountdownStore, filter: EventFilter, after: Int64, consumer: Reader?) {
+            self.store = store
+            self.filter = filter
+            self.after = after
+            self.consumer = consumer
+        }
+
+        /// After a failed read: returns `false` when the task is cancelled (whatever the read
+        /// the stop interrupted reported, the sequence ends); throws `error` unless the
+        /// connection was lost (a database server restarting), else waits before the same
+        /// reader asks again, keeping what it has claimed. Returns `false` when the wait was
+        /// cancelled.
+        private mutating func pause(after error: CountdownError, version: UInt64) async throws -> Bool {
+            if Task.isCancelled { return false }
+            guard error.isTransient else { throw error }
+            let delayMs = retry.failed(error, store.configuration.logger)
+            let clock = store.configuration.clock
+            do {
+                try await store.changes.wait(after: version, orUntilBoot: clock.bootMilliseconds + delayMs, on: clock)
+                return true
+            } catch {
+                return false
+            }
+        }
+
+        /// The next event, waiting for it as long as needed; `nil` once the task is cancelled.
+        ///
+        /// A lost connection to the database (a database server restarting, a terminated
+        /// session) does not end the sequence: it is logged as a warning and the read is tried
+        /// again, 0.1 s later, then up to 1 s apart, until it succeeds.
+        ///
+        /// Once the task is cancelled, a reader of a named consumer gives up what it claimed and
+        /// did not acknowledge, and returns within the lease duration (at least a second)
+        /// whatever the database does: what the database has not answered by then is left
+        /// behind with a warning, and its claims run out by themselves.
+        ///
+        /// - Throws: ``CountdownError`` when the database cannot be read for any other reason.
+        public mutating func next() async throws -> CountdownEvent? {
+            guard let consumer else { return try await nextEvent() }
+            // A cancellation starts the reader's stop: from then on, an operation the database
+            // does not answer and the release of the claims are waited for until its deadline.
+            return try await withTaskCancellationHandler {
+                try await nextEvent()
+            } onCancel: {
+                consumer.stop.start()
+            }
+        }
+
+        private mutating func nextEvent() async throws -> CountdownEvent? {
+            while !Task.isCancelled {
+                let version = store.changes.version
+                let clock = store.configuration.clock
+                if bufferIndex < buffer.count {
+                    if let consumer, let check = claimCheckBoot, clock.bootMilliseconds >= check {
+                        // Long after the claim was taken (this reader stalled, or its handler
+                        // is slow): make sure the rest is still this reader's, so that what
+                        // another reader took over meanwhile is not handed out twice.
+                        do {
+                            let remaining = try await store.claimRemaining(
+                                consumer: consumer.consumer, claimant: consumer.name, eventID: buffer[bufferIndex].id)
+                            retry.succeeded(store.configuration.logger)
+                            if let remaining {
+                                claimCheckBoot = clock.bootMilliseconds + remaining / 2
+                            } else {
+                                buffer = []
+                                bufferIndex = 0
+                                claimCheckBoot = nil
+                                continue
+                            }
+                        } catch {
+                            guard try await pause(after: error, version: version) else { break }
+                            continue
+                        }
+                    }
+                    defer { bufferIndex += 1 }
+                    if let consumer { store.metrics.delivered(1, consumer: consumer.consumer) }
+                    return buffer[bufferIndex]
+                }
+                var wait: Bool
+                do {
+                    if let consumer {
+                        let claimed = try await store.claimEvents(
+                            consumer: consumer.consumer, claimant: consumer.name, filter: filter, probing: probeFirst)
+                        buffer = claimed ?? []
+                        wait = claimed == nil
+                        claimCheckBoot =
+                            clock.bootMilliseconds + Swift.max(1, store.configuration.claimTimeout.milliseconds) / 2
+                    } else {
+                        let (events, last) = try await store.deliverableEvents(after: after, filter: filter, limit: 256)
+                        after = last
+                        buffer = events
+                        wait = events.isEmpty
+                    }
+                    retry.succeeded(store.configuration.logger)
+                } catch {
+                    guard try await pause(after: error, version: version) else { break }
+                    continue
+                }
+                bufferIndex = 0
+                // The next claim looks before it writes only after a wait that nothing ended.
+                probeFirst = false
+                if wait {
+                    do {
+                        try await store.changes.wait(
+                            after: version, orUntilBoot: clock.bootMilliseconds + 250, on: clock)
+                    } catch {
+                        break
+                    }
+                    probeFirst = store.changes.version == version
+                }
+            }
+            if let consumer {
+                // What this reader claimed and did not acknowledge goes to the other readers now.
+                await consumer.release()
+            }
+            return nil
+        }
+    }
+}
