@@ -87,4 +87,4 @@ if problems:
     print("error: the layout is broken:\n  " + "\n  ".join(problems), file=sys.stderr)
     sys.exit(1)
 print("layout: the core imports no engine, names none and holds no SQL; CountdownStore builds no SwiftNIO; CountdownStorePostgres builds no GRDB;"
-      " only CountdownStoreServer builds Hummingbird, and no engine; CountdownStoreUI builds neither SwiftNIO nor Hummingbird")
+      " only CountdownStoreServer builds Hummingbird, and no engine; CountdownStoreUI builds neither SwiftNIO nor Hummingbird; CountdownStoreLocation builds no Hummingbird")

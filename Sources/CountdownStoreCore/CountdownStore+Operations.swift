@@ -255,7 +255,9 @@ extension CountdownStore {
     }
 
     /// Writes `request` over `existing`, in its next generation, with a `replaced` event.
-    private static func replace(_ existing: ItemRecord, with request: ValidRequest, _ tx: WriteTransaction, _ time: ClocksNow)
+    private static func replace(
+        _ existing: ItemRecord, with request: ValidRequest, _ tx: WriteTransaction, _ time: ClocksNow
+    )
         throws -> ItemRecord
     {
         var item = newItem(request, time)

@@ -165,7 +165,8 @@ extension PostgresTransaction {
             engine.statements.eventWriterFloors, [.int(Int64(UInt32(bitPattern: engine.eventLockClass)))])
         try takeUnanswered()
         let last =
-            try Array(TransactionThread.wait(for: lastSent, on: connection, watch: watch).rows).first?.decode(Int64.self) ?? 0
+            try Array(TransactionThread.wait(for: lastSent, on: connection, watch: watch).rows).first?.decode(
+                Int64.self) ?? 0
         var horizon = last
         for row in try Array(TransactionThread.wait(for: floorsSent, on: connection, watch: watch).rows) {
             // The floor is `last` or below it, less than 2³⁰ apart; a floor a little above

@@ -162,7 +162,8 @@ package final class SQLStatements: Sendable {
     private static let saveClaim: SQL = """
         \(sqlite: "INSERT OR REPLACE", postgres: "INSERT") INTO \(table: "countdown_consumer_claims")
             (consumer, first_event_id, last_event_id, acked_through, claimant, claimed_until_ms)
-        VALUES (\(arg: 1), \(arg: 2), \(arg: 3), \(arg: 4), \(arg: 5), \(arg: 6))\(postgres: SQLStatements.claimConflict)
+        VALUES (\(arg: 1), \(arg: 2), \(arg: 3), \(arg: 4), \(arg: 5), \(arg: 6))\
+        \(postgres: SQLStatements.claimConflict)
         """
 
     /// PostgreSQL's spelling of SQLite's `OR REPLACE` for a claim.
@@ -334,7 +335,8 @@ package final class SQLStatements: Sendable {
     private static let recentEvents: SQL = "\(SQLStatements.selectEvents) ORDER BY id DESC LIMIT \(arg: 1)"
 
     private static let recentEventsOfKey: SQL = """
-        SELECT \(SQLStatements.eventColumns) FROM (SELECT * FROM \(table: "countdown_events") ORDER BY id DESC LIMIT \(arg: 1)) \
+        SELECT \(SQLStatements.eventColumns) FROM \
+        (SELECT * FROM \(table: "countdown_events") ORDER BY id DESC LIMIT \(arg: 1)) \
         AS recent WHERE key = \(arg: 2) ORDER BY id DESC LIMIT \(arg: 3)
         """
 

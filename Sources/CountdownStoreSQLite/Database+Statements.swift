@@ -21,7 +21,8 @@ extension Database {
     /// Runs `prepared` (a statement of this connection, looked up once for a loop of runs) with
     /// the values `bind` adds, calling `row` for each result row.
     func run(
-        _ prepared: Statement, bind: (inout SQLiteBindings) -> Void = { _ in }, row: (SQLiteRow) throws -> Void = { _ in }
+        _ prepared: Statement, bind: (inout SQLiteBindings) -> Void = { _ in },
+        row: (SQLiteRow) throws -> Void = { _ in }
     ) throws {
         let statement = prepared.sqliteStatement
         sqlite3_reset(statement)
@@ -44,7 +45,8 @@ extension Database {
     }
 
     /// The rows of `sql`, each decoded by `decode`.
-    func all<T>(_ sql: String, bind: (inout SQLiteBindings) -> Void = { _ in }, _ decode: (SQLiteRow) throws -> T) throws -> [T]
+    func all<T>(_ sql: String, bind: (inout SQLiteBindings) -> Void = { _ in }, _ decode: (SQLiteRow) throws -> T)
+        throws -> [T]
     {
         var values: [T] = []
         try run(sql, bind: bind) { values.append(try decode($0)) }
@@ -52,7 +54,8 @@ extension Database {
     }
 
     /// The first row of `sql`, decoded by `decode`; `nil` when there is none.
-    func first<T>(_ sql: String, bind: (inout SQLiteBindings) -> Void = { _ in }, _ decode: (SQLiteRow) throws -> T) throws
+    func first<T>(_ sql: String, bind: (inout SQLiteBindings) -> Void = { _ in }, _ decode: (SQLiteRow) throws -> T)
+        throws
         -> T?
     {
         var value: T?

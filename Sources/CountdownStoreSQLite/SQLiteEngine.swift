@@ -157,7 +157,9 @@ struct SQLiteEngine: StorageEngine, UpkeepEngine {
     }
 
     /// The synchronous attempt at a write: on the calling thread, `nil` when the lock is busy.
-    private func writeNow<T: Sendable>(_ body: (any RepositoryWriting) throws -> TransactionEnd<T>) throws -> Outcome<T>? {
+    private func writeNow<T: Sendable>(_ body: (any RepositoryWriting) throws -> TransactionEnd<T>) throws -> Outcome<
+        T
+    >? {
         try writer.unsafeReentrantWrite { db in
             try Self.transaction(db, waitingForLock: false, busyTimeout: busyTimeout, body)
         }

@@ -55,7 +55,9 @@ extension CountdownStore {
             }
             // The items are read without locks: this transaction holds the consumer's row, and
             // writers lock items before they come to it (every write records due expiries first).
-            let events = try self.capabilities.withoutRowLocks(in: tx) { try Self.deliverable(records, filter: filter, tx) }
+            let events = try self.capabilities.withoutRowLocks(in: tx) {
+                try Self.deliverable(records, filter: filter, tx)
+            }
             claims[index].claimant = claimant
             claims[index].claimedUntilMs = now.wall + timeoutMs
             if let last = events.last, claims[index].lastID > last.id {

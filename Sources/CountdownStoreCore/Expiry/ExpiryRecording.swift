@@ -56,7 +56,9 @@ extension CountdownStore {
     /// `item` as a write must see it: a countdown that has come due but whose expiry is still to
     /// record (the writes before recorded a batch at most) has it recorded first, with its event,
     /// so that the change comes after it, as for every reader it already has.
-    static func withDueExpiryRecorded(_ item: ItemRecord?, _ tx: WriteTransaction, _ time: ClocksNow) throws -> ItemRecord? {
+    static func withDueExpiryRecorded(_ item: ItemRecord?, _ tx: WriteTransaction, _ time: ClocksNow) throws
+        -> ItemRecord?
+    {
         guard var item, item.isDue(at: time) else { return item }
         try expire(&item, tx, time)
         return item

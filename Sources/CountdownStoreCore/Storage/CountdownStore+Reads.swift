@@ -17,14 +17,16 @@ extension CountdownStore {
     /// ``reading(_:)`` whose body also gets the soonest deadlines of running countdowns. With
     /// `events`, the body reads events by ID (see ``StorageEngine/readEvents(_:)``).
     func reading<T: Sendable>(
-        events: Bool = false, _ body: @escaping @Sendable (any RepositoryReading, ClocksNow, SoonestDeadlines) throws -> T
+        events: Bool = false,
+        _ body: @escaping @Sendable (any RepositoryReading, ClocksNow, SoonestDeadlines) throws -> T
     ) async throws(CountdownError) -> T {
         try await translatingErrors(path: path) {
             try await underWay.run {
                 let read = { @Sendable (tx: any RepositoryReading) throws -> T in
                     let (extrapolation, checkpoint, lease, soonest, _) = try self.extrapolate(tx)
                     self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
-                    let now = ClocksNow(self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
+                    let now = ClocksNow(
+                        self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
                     return try body(tx, now, soonest)
                 }
                 return try await events ? engine.readEvents(read) : engine.read(read)

@@ -53,7 +53,8 @@ extension CountdownStore {
     ) async throws(CountdownError) -> Countdown {
         let box = WriteValue<Countdown>()
         let write = GroupedWrite(
-            operation, notifies: notifies, start: start, keepStarted: { item, now in box.value = item.countdown(at: now) }
+            operation, notifies: notifies, start: start,
+            keepStarted: { item, now in box.value = item.countdown(at: now) }
         ) { tx, now in
             box.value = try body(tx, now)
         }
@@ -64,7 +65,8 @@ extension CountdownStore {
     /// caller that leads a group of its own alone runs `body` straight through the write
     /// pipeline, as it would without grouping.
     private func committing<T: Sendable>(
-        _ write: GroupedWrite, into box: WriteValue<T>, _ body: @escaping @Sendable (WriteTransaction, ClocksNow) throws -> T
+        _ write: GroupedWrite, into box: WriteValue<T>,
+        _ body: @escaping @Sendable (WriteTransaction, ClocksNow) throws -> T
     ) async throws(CountdownError) -> T {
         switch await groups.join(write) {
         case .done:

@@ -37,8 +37,9 @@ struct CommittedWrite<T: Sendable>: Sendable {
 }
 
 extension CountdownStore {
-    /// The write pipeline: attempts the write (see ``attempt(in:movingCheckpoint:expiryLimit:leavingExpiriesToHolder:metered:_:)``)
-    /// until it commits, recording the backlog in between when an attempt was left behind one.
+    /// The write pipeline: attempts the write (see
+    /// ``attempt(in:movingCheckpoint:expiryLimit:leavingExpiriesToHolder:metered:_:)``) until it
+    /// commits, recording the backlog in between when an attempt was left behind one.
     ///
     /// The body gets the transaction, the clocks now and the countdowns that moving the clocks
     /// expired. It may move the clocks again (``advanceClocks(_:movingCheckpoint:expiryLimit:leavingToHolder:)``)
@@ -141,7 +142,8 @@ extension CountdownStore {
     ) async throws(CountdownError) -> T {
         let started = metrics.enabled ? ContinuousClock.now : nil
         let committed = try await runWrite(
-            movingCheckpoint: operation.movesCheckpoint, expiryLimit: max(1, expiryLimit ?? configuration.writeExpiryBatch),
+            movingCheckpoint: operation.movesCheckpoint,
+            expiryLimit: max(1, expiryLimit ?? configuration.writeExpiryBatch),
             leavingExpiriesToHolder: leavingExpiriesToHolder
         ) { tx, now, expired -> Result<T, CountdownError> in
             guard !expired.isEmpty, bodyMayRefuse else { return .success(try body(tx, now, expired)) }

@@ -99,12 +99,16 @@ final class WriteTransaction: RepositoryWriting, DatabaseClockReading, RowLockin
     func checkpoint() throws -> Checkpoint? { try engineTransaction.checkpoint() }
     func lease() throws -> Lease { try engineTransaction.lease() }
     func clocks() throws -> (Checkpoint?, Lease, SoonestDeadlines) { try engineTransaction.clocks() }
-    func items(_ listing: ItemListing, limit: Int) throws -> [ItemRecord] { try engineTransaction.items(listing, limit: limit) }
+    func items(_ listing: ItemListing, limit: Int) throws -> [ItemRecord] {
+        try engineTransaction.items(listing, limit: limit)
+    }
     func dueCounts(policy: CountdownPolicy, dueBy deadline: Int64) throws -> [(group: String?, count: Int)] {
         try engineTransaction.dueCounts(policy: policy, dueBy: deadline)
     }
     func counts() throws -> [CountRow] { try engineTransaction.counts() }
-    func events(_ listing: EventListing, limit: Int) throws -> [EventRecord] { try engineTransaction.events(listing, limit: limit) }
+    func events(_ listing: EventListing, limit: Int) throws -> [EventRecord] {
+        try engineTransaction.events(listing, limit: limit)
+    }
     func lastEventID() throws -> Int64 { try engineTransaction.lastEventID() }
     func retiredGeneration(key: String) throws -> Int64? { try engineTransaction.retiredGeneration(key: key) }
     func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)] { try engineTransaction.consumers() }
@@ -125,7 +129,9 @@ final class WriteTransaction: RepositoryWriting, DatabaseClockReading, RowLockin
         return try engineTransaction.withoutRowLocks(body)
     }
     func lockClocks() throws { try (engineTransaction as? any RowLockingTransaction)?.lockClocks() }
-    func save(_ checkpoint: Checkpoint, creating: Bool) throws { try engineTransaction.save(checkpoint, creating: creating) }
+    func save(_ checkpoint: Checkpoint, creating: Bool) throws {
+        try engineTransaction.save(checkpoint, creating: creating)
+    }
     func holdsItemsOrEvents() throws -> Bool { try engineTransaction.holdsItemsOrEvents() }
     func save(_ lease: Lease) throws { try engineTransaction.save(lease) }
     func createConsumer(_ name: String, cursor: Int64, at wallMs: Int64) throws {
@@ -135,7 +141,9 @@ final class WriteTransaction: RepositoryWriting, DatabaseClockReading, RowLockin
         try engineTransaction.advanceConsumer(name, to: id, at: wallMs)
     }
     func save(_ claim: ConsumerClaim) throws { try engineTransaction.save(claim) }
-    func deleteClaims(_ consumer: String, through id: Int64) throws { try engineTransaction.deleteClaims(consumer, through: id) }
+    func deleteClaims(_ consumer: String, through id: Int64) throws {
+        try engineTransaction.deleteClaims(consumer, through: id)
+    }
     func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord] {
         try engineTransaction.dueForExpiry(policy: policy, dueBy: deadline, limit: limit)
     }
