@@ -5,11 +5,6 @@ import Foundation
 // time model article explains the rules; this file is where they are applied, for every engine.
 
 extension CountdownStore {
-    /// The store's clocks now.
-    public func now() async throws(CountdownError) -> StoreTime {
-        try await reading { _, now in now.clocks }
-    }
-
     /// Keeps the checkpoint and lease as this transaction leaves them: called by the few
     /// operations that change either after ``advanceClocks(_:)`` recorded them.
     func remember(_ tx: any RepositoryReading) throws {

@@ -26,6 +26,11 @@ public struct ClockStatus: Sendable, Hashable {
 }
 
 extension CountdownStore {
+    /// The store's clocks now.
+    public func now() async throws(CountdownError) -> StoreTime {
+        try await reading { _, now in now.clocks }
+    }
+
     /// The persisted clock state and lease, with the clocks extrapolated to now.
     public func clockStatus() async throws(CountdownError) -> ClockStatus {
         try await reading { tx, now in

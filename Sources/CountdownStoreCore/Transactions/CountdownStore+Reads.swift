@@ -1,7 +1,7 @@
 import Foundation
 
 // The store's reads: each runs in one read transaction of the engine, with the store's clocks
-// extrapolated to now. (Writes go through the write pipeline, `Writing/WritePipeline.swift`.)
+// extrapolated to now. (Writes go through the write pipeline, `WritePipeline.swift`.)
 
 extension CountdownStore {
     /// Runs `body` in one read transaction with the store's clocks extrapolated to now.
