@@ -7,9 +7,9 @@ import Foundation
 /// either from its user opens the right engine with one call: ``CountdownStore/init(location:configuration:)``.
 ///
 /// ```swift
-/// import CountdownStoreLocation
-///
-/// let store = try await CountdownStore(location: StoreLocation(environment["COUNTDOWN_DB"] ?? "countdowns.sqlite"))
+/// let location = StoreLocation(ProcessInfo.processInfo.environment["COUNTDOWN_DB"] ?? "countdowns.sqlite")
+/// let store = try await CountdownStore(location: location)
+/// print("opened \(location)")   // a connection string without its password
 /// ```
 public enum StoreLocation: Sendable, Hashable, CustomStringConvertible {
     /// An SQLite file, by its path.

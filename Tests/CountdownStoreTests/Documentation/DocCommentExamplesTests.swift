@@ -1,5 +1,6 @@
 @testable import CountdownStoreCore
 @testable import CountdownStoreSQLite
+import CountdownStoreLocation
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -14,6 +15,15 @@ func countdownStoreExample() async throws {
     try await store.start("order-1042", duration: .seconds(15 * 60), group: "payments")
     let item = try await store.countdown("order-1042")   // remaining ≈ 15 min
     _ = item
+}
+
+/// `StoreLocation`'s example. Compiled, not run: it opens a file in the working directory, or the
+/// database `COUNTDOWN_DB` names.
+func storeLocationExample() async throws {
+    let location = StoreLocation(ProcessInfo.processInfo.environment["COUNTDOWN_DB"] ?? "countdowns.sqlite")
+    let store = try await CountdownStore(location: location)
+    print("opened \(location)")   // a connection string without its password
+    try await store.close()
 }
 
 /// `CountdownTicker`'s example, beside a service of the host's. Compiled, not run.
