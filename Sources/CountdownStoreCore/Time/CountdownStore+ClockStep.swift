@@ -70,7 +70,7 @@ extension CountdownStore {
         _ tx: WriteTransaction, movingCheckpoint forced: Bool, expiryLimit: Int, leavingToHolder: Bool = false
     ) throws -> (ClocksNow, [ItemRecord]) {
         let sideBySide = capabilities.writersRunSideBySide
-        if forced && sideBySide { try tx.lockClocks() }
+        if forced && sideBySide { try capabilities.lockClocks(in: tx) }
         // One reading for both: the new checkpoint's boot instant must be the one its clocks
         // were extrapolated to, or every transaction that straddles a millisecond would count
         // that millisecond twice.
@@ -79,7 +79,7 @@ extension CountdownStore {
         if moves && sideBySide && !forced {
             // Found the clock edited: read the clocks again under the row's lock, which another
             // writer moving the checkpoint may have held meanwhile.
-            try tx.lockClocks()
+            try capabilities.lockClocks(in: tx)
             (extrapolation, checkpoint, lease, soonest, reading) = try extrapolate(tx)
             moves = movesCheckpoint(extrapolation, checkpoint, lease, forced: forced)
         }

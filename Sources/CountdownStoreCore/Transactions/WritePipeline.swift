@@ -21,9 +21,8 @@ struct CheckpointBehindBacklog: Error {}
 
 /// How one attempt of the write pipeline ended.
 enum WriteAttempt<T: Sendable>: Sendable {
-    /// It committed: the body's value, whether recording the expiries due changed anything,
-    /// and the events it appended (`nil` when nothing is metered).
-    case committed(T, expired: Bool, tally: EventTally?)
+    /// It committed.
+    case committed(CommittedWrite<T>)
     /// It was rolled back: the checkpoint could not move to now past expiries still to record.
     case behindBacklog
 }
@@ -60,8 +59,8 @@ extension CountdownStore {
                 }
             }
             switch attempt {
-            case .committed(let value, let expired, let tally):
-                return CommittedWrite(value: value, expired: expired, tally: tally)
+            case .committed(let committed):
+                return committed
             case .behindBacklog:
                 // The checkpoint could not move past expiries still to record: record them first.
                 try await recordBacklog()
@@ -84,7 +83,7 @@ extension CountdownStore {
                 tx, movingCheckpoint: movingCheckpoint, expiryLimit: expiryLimit,
                 leavingToHolder: leavingExpiriesToHolder)
             let value = try body(tx, now, expired)
-            return .commit(.committed(value, expired: !expired.isEmpty, tally: tx.tally))
+            return .commit(.committed(CommittedWrite(value: value, expired: !expired.isEmpty, tally: tx.tally)))
         } catch is CheckpointBehindBacklog {
             return .rollBack(.behindBacklog)
         }
