@@ -77,6 +77,9 @@ extension PostgresTransaction {
             stepTolerance: engine.clockStepToleranceMs)
     }
 
+    /// The server's clock as the last ``clockReading(_:)`` placed it: what claims are timed on.
+    var databaseClockMs: Int64? { engine.databaseClock ? serverAtReading : nil }
+
     /// In a write transaction, what the store reads of items it may change stays locked until
     /// the end: two writers changing one countdown take turns, and the second sees the first's
     /// change (a countdown expired by one is not expired again by the other).

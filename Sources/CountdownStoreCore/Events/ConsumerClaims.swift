@@ -7,13 +7,20 @@ import Foundation
 // is stuck for longer than `claimTimeout`) goes, from its first unacknowledged event, to the next
 // reader that asks. The consumer's cursor moves past every range acknowledged in full, up to the
 // first one that is not.
+//
+// Claims are timed on one clock every reader shares: the database's own where it has one (a
+// server's, read in the claim's own transaction), else the machine's system clock (every process
+// on one SQLite file reads the same). Never on a host's store wall clock, on which two hosts may
+// disagree. An acknowledgement is fenced: it counts only from the reader that holds the claim on
+// its event, until another reader takes that claim over; a stale one changes nothing.
 
 extension CountdownStore {
     /// How many events a reader claims at a time, at most.
     static let claimBatch = 512
 
     /// The next events for the reader `claimant` of the consumer `name`: the unacknowledged rest
-    /// of a claim that ran out, or else a new claim on the events after every other claim.
+    /// of a claim that ran out, or else a new claim on the events after every other claim. Each
+    /// event carries its claimant, so that its acknowledgement is fenced to the claim.
     /// `nil` when there is nothing to claim (the reader waits); an empty array when the claimed
     /// range held nothing `filter` lets through (the reader asks again at once).
     func claimEvents(
@@ -24,7 +31,8 @@ extension CountdownStore {
         if probing {
             let claimable = try await reading(events: true) { tx, now in
                 let claims = try tx.consumerClaims(name)
-                if claims.contains(where: { !$0.complete && $0.claimedUntilMs <= now.wall }) { return true }
+                let clockMs = self.claimClockMs(tx, now)
+                if claims.contains(where: { !$0.complete && $0.claimedUntilMs <= clockMs }) { return true }
                 return try tx.lastEventID() > Self.claimedThrough(claims, cursor: try tx.consumerCursor(name) ?? 0)
             }
             guard claimable else { return nil }
@@ -35,9 +43,10 @@ extension CountdownStore {
             // The consumer's row, locked: readers of one consumer claim one after another.
             guard let cursor = try tx.consumerCursor(name) else { return nil }
             var claims = try tx.consumerClaims(name)
+            let clockMs = self.claimClockMs(tx, now)
             let records: [EventRecord]
             let index: Int
-            if let lapsed = claims.firstIndex(where: { !$0.complete && $0.claimedUntilMs <= now.wall }) {
+            if let lapsed = claims.firstIndex(where: { !$0.complete && $0.claimedUntilMs <= clockMs }) {
                 // Its reader died or is stuck: the rest of its range goes to this one.
                 index = lapsed
                 let claim = claims[index]
@@ -57,16 +66,20 @@ extension CountdownStore {
             // writers lock items before they come to it (every write records due expiries first).
             let events = try self.capabilities.withoutRowLocks(in: tx) {
                 try Self.deliverable(records, filter: filter, tx)
+            }.map { event in
+                var given = event
+                given.claimant = claimant
+                return given
             }
             claims[index].claimant = claimant
-            claims[index].claimedUntilMs = now.wall + timeoutMs
+            claims[index].claimedUntilMs = clockMs + timeoutMs
             if let last = events.last, claims[index].lastID > last.id {
                 // The range ends at its last event for a reader: the rest is left for the next
                 // claim, or, behind a lapsed claim, handled (nothing there for a reader).
                 if index < claims.count - 1 {
                     let handled = ConsumerClaim(
                         consumer: name, firstID: last.id + 1, lastID: claims[index].lastID,
-                        ackedThrough: claims[index].lastID, claimant: claimant, claimedUntilMs: now.wall)
+                        ackedThrough: claims[index].lastID, claimant: claimant, claimedUntilMs: clockMs)
                     try tx.save(handled)
                     claims.append(handled)
                 }
@@ -81,62 +94,106 @@ extension CountdownStore {
     }
 
     /// How long the claim of reader `claimant` on event `id` of consumer `name` still runs (ms
-    /// on the store wall clock); `nil` when it has run out or another reader holds it.
+    /// on the clock claims are timed on, as the database sees it now); `nil` when it has run out
+    /// or another reader holds it.
     func claimRemaining(consumer name: String, claimant: String, eventID id: Int64) async throws(CountdownError)
         -> Int64?
     {
         try await reading { tx, now in
+            let clockMs = self.claimClockMs(tx, now)
             guard let claim = try tx.consumerClaims(name).first(where: { $0.firstID <= id && id <= $0.lastID }),
-                claim.claimant == claimant, !claim.complete, claim.claimedUntilMs > now.wall
+                claim.claimant == claimant, !claim.complete, claim.claimedUntilMs > clockMs
             else { return nil }
-            return claim.claimedUntilMs - now.wall
+            return claim.claimedUntilMs - clockMs
         }
     }
 
-    /// Records that the reader handled the events of its claim up to `id`; with `through`, that
-    /// every event up to `id` was handled, whoever claimed it. An event outside every claim
-    /// counts as `through`.
-    func acknowledge(consumer name: String, eventID id: Int64, through: Bool) async throws(CountdownError) {
-        let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
+    /// Records that the reader `claimant` handled the events of its claim up to `id`, and renews
+    /// the claim. Returns `false`, having changed nothing, when the acknowledgement is stale:
+    /// `claimant` does not hold the claim on `id` (another reader took it over, or `id` was
+    /// acknowledged and passed already). A reader's acknowledgement never moves the cursor past
+    /// an event it was not given.
+    ///
+    /// With no claimant, records that every event up to `id` was handled, whoever claimed it,
+    /// and moves the cursor there: a skip asked for by name, never past the last event written
+    /// (`false` when `id` is not after the cursor or was never issued).
+    func acknowledge(consumer name: String, eventID id: Int64, claimant: String?) async throws(CountdownError)
+        -> Bool
+    {
         try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
-            let cursor = try tx.consumerCursor(name) ?? 0
-            var claims = try tx.consumerClaims(name)
-            let owner = claims.firstIndex { $0.firstID <= id && id <= $0.lastID }
-            var floor = cursor
-            if let owner, !through {
-                claims[owner].ackedThrough = max(claims[owner].ackedThrough, id)
-                claims[owner].claimedUntilMs = now.wall + timeoutMs
-                try tx.save(claims[owner])
-            } else {
-                for index in claims.indices where claims[index].firstID <= id && claims[index].ackedThrough < id {
-                    claims[index].ackedThrough = min(id, claims[index].lastID)
-                    try tx.save(claims[index])
-                }
-                if id > Self.claimedThrough(claims, cursor: cursor) { floor = id }
-            }
-            try Self.moveCursor(name, claims, stored: cursor, atLeast: floor, tx, now)
+            try self.acknowledge(consumer: name, eventID: id, claimant: claimant, tx, now)
         }
+    }
+
+    /// ``acknowledge(consumer:eventID:claimant:)`` in the write transaction `tx`, which locks
+    /// the consumer's row first: acknowledgements and claims of one consumer take turns.
+    func acknowledge(
+        consumer name: String, eventID id: Int64, claimant: String?, _ tx: WriteTransaction, _ now: ClocksNow
+    ) throws -> Bool {
+        guard let cursor = try tx.consumerCursor(name) else { return false }
+        var claims = try tx.consumerClaims(name)
+        guard let claimant else {
+            // Every event up to `id`, whoever holds it: a skip the caller asks for by name,
+            // never past the last event written (an id not issued yet is not skipped ahead of).
+            guard id > cursor, id <= (try tx.lastEventID()) else { return false }
+            for index in claims.indices where claims[index].firstID <= id && claims[index].ackedThrough < id {
+                claims[index].ackedThrough = min(id, claims[index].lastID)
+                try tx.save(claims[index])
+            }
+            let floor = id > Self.claimedThrough(claims, cursor: cursor) ? id : cursor
+            try Self.moveCursor(name, claims, stored: cursor, atLeast: floor, tx, now)
+            return true
+        }
+        // Fenced: the claim on `id` must be this reader's. A claim that ran out stays its
+        // reader's until another takes it over (both lock the consumer's row, so one goes first).
+        guard let owner = claims.firstIndex(where: { $0.firstID <= id && id <= $0.lastID }),
+            claims[owner].claimant == claimant
+        else { return false }
+        guard claims[owner].ackedThrough < id else { return true }  // acknowledged already, by this reader
+        claims[owner].ackedThrough = id
+        claims[owner].claimedUntilMs = claimClockMs(tx, now) + max(1, configuration.claimTimeout.milliseconds)
+        try tx.save(claims[owner])
+        try Self.moveCursor(name, claims, stored: cursor, atLeast: cursor, tx, now)
+        return true
     }
 
     /// Lets other readers have at once what readers of this instance claimed and did not
     /// acknowledge: of `consumer`, the reader `reader` (when a reader stops); of every consumer,
     /// every reader (when the store closes).
-    func releaseClaims(consumer: String? = nil, reader: String? = nil) async throws(CountdownError) {
+    ///
+    /// With `keepingThrough`, the reader keeps every claim that holds an event it was given up to
+    /// that id and has not acknowledged: it may still acknowledge it (the claim runs on as
+    /// before, until the store closes or it runs out); every other claim goes to other readers.
+    func releaseClaims(consumer: String? = nil, reader: String? = nil, keepingThrough kept: Int64? = nil)
+        async throws(CountdownError)
+    {
         let names = consumer.map { [$0] } ?? claimedConsumers()
         guard !names.isEmpty else { return }
         let prefix = instanceID + ":"
         try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
+            let clockMs = self.claimClockMs(tx, now)
             for name in names {
                 guard try tx.consumerCursor(name) != nil else { continue }
                 for var claim in try tx.consumerClaims(name)
-                where !claim.complete && claim.claimedUntilMs > now.wall
+                where !claim.complete && claim.claimedUntilMs > clockMs
                     && (reader.map { claim.claimant == $0 } ?? claim.claimant.hasPrefix(prefix))
                 {
-                    claim.claimedUntilMs = now.wall
+                    // Kept whole while it holds an event given out and not acknowledged: the
+                    // reader may still acknowledge it, and an acknowledgement covers every event
+                    // of the claim before it.
+                    if let kept, claim.firstID <= kept, claim.ackedThrough < kept { continue }
+                    claim.claimedUntilMs = clockMs
                     try tx.save(claim)
                 }
             }
         }
+    }
+
+    /// The clock claims are timed on, now, in transaction `tx`: the database's own where it has
+    /// one, as this transaction read it; else this machine's system clock, which every process
+    /// on the database file shares. Never the store wall clock, which is a host's.
+    func claimClockMs(_ tx: any RepositoryReading, _ now: ClocksNow) -> Int64 {
+        capabilities.databaseClockMs(in: tx) ?? now.reading?.system ?? configuration.clock.systemMilliseconds
     }
 
     /// Everything up to this id is claimed or acknowledged.

@@ -74,6 +74,27 @@ public struct CountdownEvent: Sendable, Hashable, Identifiable {
     public var payload: CountdownPayload?
     /// Figures specific to the kind, as a JSON object (for example `{"skew_ms":3600000}`).
     public var detail: String?
+    /// The reader of a named consumer that was given the event (`nil` for any other stream): its
+    /// acknowledgement counts only while that reader holds the claim on it. Not part of the
+    /// event's identity: the same event compares equal wherever it was read.
+    var claimant: String?
+
+    /// Whether two values describe the same event with the same contents.
+    public static func == (lhs: CountdownEvent, rhs: CountdownEvent) -> Bool {
+        lhs.id == rhs.id && lhs.kind == rhs.kind && lhs.key == rhs.key && lhs.group == rhs.group
+            && lhs.generation == rhs.generation && lhs.recordedAt == rhs.recordedAt && lhs.deadlineAt == rhs.deadlineAt
+            && lhs.firedAt == rhs.firedAt && lhs.late == rhs.late && lhs.payload == rhs.payload
+            && lhs.detail == rhs.detail
+    }
+
+    /// Hashes the event's id and contents (not the reader it was given to).
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(kind)
+        hasher.combine(key)
+        hasher.combine(generation)
+        hasher.combine(recordedAt)
+    }
 
     init(_ record: EventRecord) {
         id = record.id ?? 0

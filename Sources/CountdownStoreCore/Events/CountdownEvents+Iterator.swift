@@ -58,9 +58,11 @@ extension CountdownEvents {
         /// again, 0.1 s later, then up to 1 s apart, until it succeeds.
         ///
         /// Once the task is cancelled, a reader of a named consumer gives up what it claimed and
-        /// did not acknowledge, and returns within the lease duration (at least a second)
+        /// has not handed out yet, and returns within the lease duration (at least a second)
         /// whatever the database does: what the database has not answered by then is left
-        /// behind with a warning, and its claims run out by themselves.
+        /// behind with a warning, and its claims run out by themselves. What it handed out stays
+        /// its own until it is acknowledged, the claim runs out or the store closes, so that a
+        /// stopping handler can still acknowledge what it finished.
         ///
         /// - Throws: ``CountdownError`` when the database cannot be read for any other reason.
         public mutating func next() async throws -> CountdownEvent? {
@@ -84,11 +86,14 @@ extension CountdownEvents {
                         // is slow): make sure the rest is still this reader's, so that what
                         // another reader took over meanwhile is not handed out twice.
                         do {
+                            // Timed from before the question: an answer that comes late has
+                            // less time left than it says.
+                            let asked = clock.bootMilliseconds
                             let remaining = try await store.claimRemaining(
                                 consumer: consumer.consumer, claimant: consumer.name, eventID: buffer[bufferIndex].id)
                             retry.succeeded(store.configuration.logger)
                             if let remaining {
-                                claimCheckBoot = clock.bootMilliseconds + remaining / 2
+                                claimCheckBoot = asked + remaining / 2
                             } else {
                                 buffer = []
                                 bufferIndex = 0
@@ -101,18 +106,25 @@ extension CountdownEvents {
                         }
                     }
                     defer { bufferIndex += 1 }
-                    if let consumer { store.metrics.delivered(1, consumer: consumer.consumer) }
+                    if let consumer {
+                        store.metrics.delivered(1, consumer: consumer.consumer)
+                        consumer.handedOut(buffer[bufferIndex].id)
+                    }
                     return buffer[bufferIndex]
                 }
                 var wait: Bool
                 do {
                     if let consumer {
+                        // The claim runs from the database's answer, which came after this: an
+                        // answer that arrives late (a network path that healed) is checked
+                        // before its first event is handed out, once half the claim has gone
+                        // by as counted from here.
+                        let asked = clock.bootMilliseconds
                         let claimed = try await store.claimEvents(
                             consumer: consumer.consumer, claimant: consumer.name, filter: filter, probing: probeFirst)
                         buffer = claimed ?? []
                         wait = claimed == nil
-                        claimCheckBoot =
-                            clock.bootMilliseconds + Swift.max(1, store.configuration.claimTimeout.milliseconds) / 2
+                        claimCheckBoot = asked + Swift.max(1, store.configuration.claimTimeout.milliseconds) / 2
                     } else {
                         let (events, last) = try await store.deliverableEvents(after: after, filter: filter, limit: 256)
                         after = last

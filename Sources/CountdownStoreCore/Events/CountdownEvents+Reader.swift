@@ -3,7 +3,8 @@ import Logging
 
 extension CountdownEvents {
     /// A reader of a named consumer. When its iterator goes away (the loop ended: it finished,
-    /// threw or broke off), what it claimed and did not acknowledge goes to other readers at once.
+    /// threw or broke off), what it claimed and did not hand out goes to other readers at once;
+    /// what it handed out stays its own, to acknowledge, until its claim runs out.
     final class Reader: Sendable {
         let store: CountdownStore
         let consumer: String
@@ -11,12 +12,19 @@ extension CountdownEvents {
         /// Started when the reading task is cancelled: giving up the claims waits until then.
         let stop: StopDeadline
         private let released = Locked(false)
+        /// The id of the last event handed out: the reader keeps its claim on it when it stops.
+        private let handedThrough = Locked<Int64?>(nil)
 
         init(store: CountdownStore, consumer: String) {
             self.store = store
             self.consumer = consumer
             name = store.newReaderName()
             stop = StopDeadline(bound: store.stopBound)
+        }
+
+        /// Notes that the event `id` was handed out.
+        func handedOut(_ id: Int64) {
+            handedThrough.withLock { $0 = Swift.max($0 ?? id, id) }
         }
 
         /// Releases the claims now (in a task of its own: the reading task is cancelled),
@@ -30,8 +38,10 @@ extension CountdownEvents {
             // A reader of an instance that never claimed events of its consumer has none to give up.
             guard first, store.claimedConsumers().contains(consumer) else { return }
             stop.start()
-            let (store, consumer, name) = (store, consumer, name)
-            let releasing = Task { try await store.releaseClaims(consumer: consumer, reader: name) }
+            let (store, consumer, name, kept) = (store, consumer, name, handedThrough.withLock { $0 })
+            let releasing = Task {
+                try await store.releaseClaims(consumer: consumer, reader: name, keepingThrough: kept)
+            }
             let why: String
             var metadata: Logger.Metadata = ["consumer": "\(consumer)", "reader": "\(name)"]
             switch await BoundedWait.result(of: releasing, by: stop, passingCancellation: false) {
@@ -55,9 +65,9 @@ extension CountdownEvents {
         }
 
         deinit {
-            let (store, consumer, name) = (store, consumer, name)
+            let (store, consumer, name, kept) = (store, consumer, name, handedThrough.withLock { $0 })
             guard !released.withLock({ $0 }), store.claimedConsumers().contains(consumer) else { return }
-            Task { try? await store.releaseClaims(consumer: consumer, reader: name) }
+            Task { try? await store.releaseClaims(consumer: consumer, reader: name, keepingThrough: kept) }
         }
     }
 }

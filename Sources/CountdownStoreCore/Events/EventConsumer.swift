@@ -30,14 +30,31 @@ public struct EventConsumer: Sendable {
 
     /// Records that `event`, and every event given to the same reader before it, has been
     /// handled, and renews that reader's claim. The cursor never moves back.
-    public func acknowledge(_ event: CountdownEvent) async throws(CountdownError) {
-        try await store.acknowledge(consumer: name, eventID: event.id, through: false)
+    ///
+    /// The acknowledgement is fenced to the reader's claim: it counts only while the reader
+    /// that was given `event` holds the claim on it. When that claim ran out and another reader
+    /// took it over (this reader stalled for longer than ``CountdownStore/Configuration/claimTimeout``),
+    /// or `event` was not given to a reader of this consumer, nothing changes and the result
+    /// is `false`: the other reader is handling it. To make a handler's own writes count
+    /// exactly once, acknowledge in the same transaction (see the article "Transactions and
+    /// exactly-once effects").
+    ///
+    /// - Returns: whether the acknowledgement was recorded.
+    @discardableResult
+    public func acknowledge(_ event: CountdownEvent) async throws(CountdownError) -> Bool {
+        guard let claimant = event.claimant else { return false }
+        return try await store.acknowledge(consumer: name, eventID: event.id, claimant: claimant)
     }
 
-    /// Records that every event up to `id` has been handled, whichever reader was given it. The
-    /// cursor never moves back.
-    public func acknowledge(through id: Int64) async throws(CountdownError) {
-        try await store.acknowledge(consumer: name, eventID: id, through: true)
+    /// Records that every event up to `id` has been handled, whichever reader was given it, and
+    /// moves the cursor there: it skips, by name, whatever no reader was given up to `id`. The
+    /// cursor never moves back, and never past the last event written.
+    ///
+    /// - Returns: whether the cursor moved (`false`, nothing changed: `id` is not after the
+    ///   cursor, or no event has that id yet).
+    @discardableResult
+    public func acknowledge(through id: Int64) async throws(CountdownError) -> Bool {
+        try await store.acknowledge(consumer: name, eventID: id, claimant: nil)
     }
 
     /// The id of the last event acknowledged (0 when none).

@@ -20,6 +20,9 @@ package protocol DatabaseClockReading: RepositoryReading {
     /// How far the database's clock (plus the calibration offset) is ahead of the store wall
     /// clock `wall`, at the instant of the last ``clockReading(_:)``.
     func databaseClockSkew(wall: Int64) -> Int64?
+    /// The database's own clock (ms since 1970, no calibration) as this transaction read it
+    /// with its clocks; `nil` when the engine counts on the host's clock instead.
+    var databaseClockMs: Int64? { get }
 }
 
 /// An engine shared by hosts on several machines, whose writers run side by side: only the
@@ -137,6 +140,12 @@ struct EngineCapabilities: Sendable {
     func databaseClockSkew(wall: Int64, in tx: any RepositoryReading) -> Int64? {
         guard databaseClock != nil, let tx = tx as? any DatabaseClockReading else { return nil }
         return tx.databaseClockSkew(wall: wall)
+    }
+
+    /// The database's own clock as transaction `tx` read it; `nil` on this host's clock.
+    func databaseClockMs(in tx: any RepositoryReading) -> Int64? {
+        guard databaseClock != nil, let tx = tx as? any DatabaseClockReading else { return nil }
+        return tx.databaseClockMs
     }
 
     /// Locks the clock row of transaction `tx` where writers run side by side.

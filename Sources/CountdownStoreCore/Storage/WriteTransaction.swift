@@ -124,6 +124,7 @@ final class WriteTransaction: RepositoryWriting, DatabaseClockReading, RowLockin
     func databaseClockSkew(wall: Int64) -> Int64? {
         (engineTransaction as? any DatabaseClockReading)?.databaseClockSkew(wall: wall)
     }
+    var databaseClockMs: Int64? { (engineTransaction as? any DatabaseClockReading)?.databaseClockMs }
     func withoutRowLocks<T>(_ body: () throws -> T) rethrows -> T {
         guard let engineTransaction = engineTransaction as? any RowLockingTransaction else { return try body() }
         return try engineTransaction.withoutRowLocks(body)

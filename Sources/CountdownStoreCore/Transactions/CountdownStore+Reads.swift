@@ -23,10 +23,11 @@ extension CountdownStore {
         try await translatingErrors(path: path) {
             try await underWay.run {
                 let read = { @Sendable (tx: any RepositoryReading) throws -> T in
-                    let (extrapolation, checkpoint, lease, soonest, _) = try self.extrapolate(tx)
+                    let (extrapolation, checkpoint, lease, soonest, reading) = try self.extrapolate(tx)
                     self.remember(checkpoint, leaseExpiry: lease.expiresAtMs)
-                    let now = ClocksNow(
+                    var now = ClocksNow(
                         self.raiseFloor(extrapolation.time), base: checkpoint, ticking: extrapolation.ticking)
+                    now.reading = reading
                     return try body(tx, now, soonest)
                 }
                 return try await events ? engine.readEvents(read) : engine.read(read)

@@ -185,8 +185,15 @@ struct ExpiryOutput {
         while true {
             let writing = Task { try await consumer.acknowledge(event) }
             switch await BoundedWait.result(of: writing, by: stopping, passingCancellation: false) {
-            case .success?:
+            case .success(let recorded)?:
                 retry.succeeded(toolLogger)
+                if !recorded {
+                    // Fenced: this reader lost its claim (it stalled past the claim timeout) and
+                    // another reader took the events over, which delivers them too.
+                    toolLogger.warning(
+                        "another reader took this expiry over before it was acknowledged; it delivers it too",
+                        metadata: ["key": "\(event.key ?? "")", "event_id": "\(event.id)"])
+                }
                 return true
             case nil:
                 warnUnacknowledged(event, why: "no answer from the database within \(stopping.bound)")

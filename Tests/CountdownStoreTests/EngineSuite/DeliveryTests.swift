@@ -239,6 +239,81 @@ struct DeliveryTests {
         #expect(next.key == "item-6", "not \(next.key ?? "-"), which host B took over")
     }
 
+    @Test("An acknowledgement from a reader whose claim another reader took over changes nothing and says so", arguments: TestEngine.all)
+    func staleAcknowledgementIsFenced(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let (mailerA, claimed, handled) = try await firstOfFiveExpiries(fixture)
+        var readerA = claimed
+        let stalled = try #require(try await readerA.next())
+        #expect(stalled.key == "item-2")
+        // Host A stalls past its claim; host B takes the rest of it over.
+        fixture.clock.advance(by: fixture.configuration.claimTimeout)
+        let hostB = try await fixture.open()
+        let mailerB = try await hostB.consumer("mailer")
+        var readerB = try await mailerB.events(.expiries).makeAsyncIterator()
+        let taken = try #require(try await readerB.next())
+        #expect(taken.key == "item-2")
+
+        // A's acknowledgements are stale now: refused, and nothing moves.
+        #expect(try await mailerA.acknowledge(stalled) == false)
+        #expect(try await mailerA.acknowledge(handled) == false, "passed already: not acknowledged twice")
+        #expect(try await mailerA.acknowledgedThrough() == handled.id)
+        // B holds the claim: its acknowledgement counts.
+        #expect(try await mailerB.acknowledge(taken))
+        #expect(try await mailerB.acknowledgedThrough() == taken.id)
+        // An event outside every claim (an id not issued yet) is not acknowledged by a reader.
+        var foreign = taken
+        foreign.id = try await hostB.lastEventID() + 1000
+        #expect(try await mailerB.acknowledge(foreign) == false)
+        #expect(try await mailerB.acknowledgedThrough() == taken.id)
+        withExtendedLifetime(readerA) {}
+    }
+
+    @Test("Claims are timed on the clock every reader shares, not the store wall clock: a calibration that moves W an hour ahead hands no claim over", arguments: TestEngine.all)
+    func claimsIgnoreTheStoreWallClock(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let (_, claimed, _) = try await firstOfFiveExpiries(fixture)
+        let readerA = claimed
+        let hostB = try await fixture.open()
+        let before = try await hostB.now().wall
+        try await hostB.calibrate(serverTime: Date(timeIntervalSince1970: Double(before) / 1000 + 3600))
+        #expect(try await hostB.now().wall >= before + 3_600_000)
+        _ = try await hostB.consumer("mailer")
+        // A's claim on items 2 to 5 still runs: a reader of B finds nothing to take.
+        let early = try await hostB.claimEvents(
+            consumer: "mailer", claimant: "probe", filter: .expiries, probing: false)
+        #expect((early ?? []).isEmpty, "got \(early?.map(\.key) ?? [])")
+        fixture.clock.advance(by: fixture.configuration.claimTimeout)
+        let taken = try await hostB.claimEvents(
+            consumer: "mailer", claimant: "probe", filter: .expiries, probing: false)
+        #expect(taken?.map(\.key) == ["item-2", "item-3", "item-4", "item-5"], "once it has run out")
+        withExtendedLifetime(readerA) {}
+    }
+
+    @Test("A stopping reader keeps a claim it handed events out of: acknowledged after the stop, they go to nobody else", arguments: TestEngine.all)
+    func stoppingReaderKeepsWhatItHandedOut(engine: TestEngine) async throws {
+        let fixture = try Fixture(engine: engine)
+        let (mailerA, claimed, _) = try await firstOfFiveExpiries(fixture)
+        var readerA = claimed
+        let printed = try #require(try await readerA.next())  // handed out; written, not acknowledged yet
+        #expect(printed.key == "item-2")
+        let stopped = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await readerA.next()
+        }
+        #expect(try await stopped.value == nil)
+        // The claim holds item 2, handed out: A keeps it whole (order holds within a claim), and
+        // acknowledges item 2 after the stop.
+        #expect(try await mailerA.acknowledge(printed))
+        #expect(try await mailerA.acknowledgedThrough() == printed.id)
+        let hostB = try await fixture.open()
+        let mailerB = try await hostB.consumer("mailer")
+        let reading = Task { try await take(3, from: try await mailerB.events(.expiries)) }
+        fixture.clock.advance(by: fixture.configuration.claimTimeout)
+        let rest = try await reading.value
+        #expect(rest.map(\.key) == ["item-3", "item-4", "item-5"], "item 2 not again")
+    }
+
     @Test("Consumer names follow the key rules", arguments: TestEngine.all)
     func consumerNamesAreValidated(engine: TestEngine) async throws {
         let fixture = try Fixture(engine: engine)
