@@ -65,6 +65,10 @@ public struct CountdownError: Error, Sendable, Hashable, CustomStringConvertible
         public static let alreadyActive = Code("alreadyActive", .conflict)
         /// The operation does not apply to the item in its current state (pausing a paused item).
         public static let wrongState = Code("wrongState", .conflict)
+        /// An acknowledgement from a reader that no longer holds the claim on its event: another
+        /// reader took it over (this one stalled past ``CountdownStore/Configuration/claimTimeout``).
+        /// Nothing was written; in a transaction of the host's, roll it back.
+        public static let claimLost = Code("claimLost", .conflict)
         /// The database was written by a newer CountdownStore; it is left untouched.
         public static let schemaTooNew = Code("schemaTooNew", .storage)
         /// The file is a database that belongs to something else; it is left untouched.

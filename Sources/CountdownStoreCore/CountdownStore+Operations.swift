@@ -106,9 +106,17 @@ extension CountdownStore {
         _ key: String, duration: Duration, group: String? = nil, policy: CountdownPolicy = .wall,
         payload: CountdownPayload? = nil, whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
+        try await run(
+            Self.startPlan(key, duration: duration, group: group, policy: policy, payload: payload, whenActive: whenActive))
+    }
+
+    static func startPlan(
+        _ key: String, duration: Duration, group: String?, policy: CountdownPolicy, payload: CountdownPayload?,
+        whenActive: WhenActive
+    ) throws(CountdownError) -> WritePlan<Countdown> {
         let request = try ValidRequest(
             .countdown(key, duration: duration, group: group, policy: policy, payload: payload))
-        return try await groupedWriting(.start, start: Self.groupedStart(request)) { tx, time in
+        return WritePlan(.start, start: Self.groupedStart(request)) { tx, time in
             try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true)
         }
     }
@@ -120,11 +128,19 @@ extension CountdownStore {
         _ key: String, endingAt deadline: Date, group: String? = nil, policy: CountdownPolicy = .wall,
         payload: CountdownPayload? = nil, whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
+        try await run(
+            Self.startPlan(key, endingAt: deadline, group: group, policy: policy, payload: payload, whenActive: whenActive))
+    }
+
+    static func startPlan(
+        _ key: String, endingAt deadline: Date, group: String?, policy: CountdownPolicy, payload: CountdownPayload?,
+        whenActive: WhenActive
+    ) throws(CountdownError) -> WritePlan<Countdown> {
         let request = try ValidRequest(.stopwatch(key, group: group, policy: policy, payload: payload))
         guard let deadlineMs = deadline.checkedMillisecondsSince1970 else {
             throw CountdownError(.invalidArgument, "invalid deadline \(deadline.described)")
         }
-        return try await groupedWriting(.start) { tx, time in
+        return WritePlan(.start) { tx, time in
             let remaining = deadlineMs - time.wall
             guard remaining >= Validate.minimumDurationMs, remaining <= Validate.maximumDurationMs else {
                 throw CountdownError(
@@ -145,8 +161,14 @@ extension CountdownStore {
         _ key: String, group: String? = nil, policy: CountdownPolicy = .wall, payload: CountdownPayload? = nil,
         whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
+        try await run(Self.stopwatchPlan(key, group: group, policy: policy, payload: payload, whenActive: whenActive))
+    }
+
+    static func stopwatchPlan(
+        _ key: String, group: String?, policy: CountdownPolicy, payload: CountdownPayload?, whenActive: WhenActive
+    ) throws(CountdownError) -> WritePlan<Countdown> {
         let request = try ValidRequest(.stopwatch(key, group: group, policy: policy, payload: payload))
-        return try await groupedWriting(.start, start: Self.groupedStart(request)) { tx, time in
+        return WritePlan(.start, start: Self.groupedStart(request)) { tx, time in
             try Self.start(request, whenActive: whenActive, tx, time, lastWrite: true)
         }
     }
@@ -159,6 +181,12 @@ extension CountdownStore {
     public func start(
         _ requests: [CountdownRequest], whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> [Countdown] {
+        try await run(Self.startPlan(requests, whenActive: whenActive))
+    }
+
+    static func startPlan(
+        _ requests: [CountdownRequest], whenActive: WhenActive
+    ) throws(CountdownError) -> WritePlan<[Countdown]> {
         var valid: [ValidRequest] = []
         valid.reserveCapacity(requests.count)
         var seen = Set<String>()
@@ -170,7 +198,7 @@ extension CountdownStore {
             valid.append(checked)
         }
         let batch = valid
-        return try await writing(.start) { tx, time in
+        return WritePlan(.start, grouped: false) { tx, time in
             try batch.indices.map { index in
                 try Self.start(batch[index], whenActive: whenActive, tx, time, lastWrite: index == batch.count - 1)
             }
@@ -272,15 +300,15 @@ extension CountdownStore {
 
     // MARK: - Changing one item
 
-    /// Runs `change` on the item under `key` in one transaction. A countdown that had come due is
+    /// The plan that runs `change` on the item under `key` in one transaction. A countdown that had come due is
     /// recorded expired first, so `change` sees it expired; that expiry commits even when
     /// `change` refuses.
-    private func change(
+    private static func change(
         _ key: String, _ action: CountdownAction,
         _ change: @escaping @Sendable (inout ItemRecord, WriteTransaction, ClocksNow) throws -> Void
-    ) async throws(CountdownError) -> Countdown {
+    ) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
         let key = try Validate.key(key)
-        let outcome: Result<Countdown, CountdownError> = try await groupedWriting(action.writeOperation) { tx, time in
+        return WritePlan(action.writeOperation) { tx, time in
             guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
             guard item.isDue(at: time) else {
                 try change(&item, tx, time)
@@ -301,7 +329,6 @@ extension CountdownStore {
                 return .failure(refusal)
             }
         }
-        return try outcome.get()
     }
 
     /// Refuses `action` on an item in a state it does not accept (``CountdownAction/acceptedStates``),
@@ -327,7 +354,11 @@ extension CountdownStore {
     ///   ``CountdownError/Code/wrongState`` unless the item is running.
     @discardableResult
     public func pause(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key, .pause) { item, tx, time in
+        try await run(Self.pausePlan(key))
+    }
+
+    static func pausePlan(_ key: String) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
+        try change(key, .pause) { item, tx, time in
             try Self.require(item, for: .pause)
             item.pause(at: time)
             try tx.update(item)
@@ -344,7 +375,11 @@ extension CountdownStore {
     ///   ``CountdownError/Code/wrongState`` unless the item is paused.
     @discardableResult
     public func resume(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key, .resume) { item, tx, time in
+        try await run(Self.resumePlan(key))
+    }
+
+    static func resumePlan(_ key: String) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
+        try change(key, .resume) { item, tx, time in
             try Self.require(item, for: .resume)
             item.resume(at: time)
             try tx.update(item)
@@ -361,7 +396,11 @@ extension CountdownStore {
     ///   ``CountdownError/Code/wrongState`` unless the item is running or paused.
     @discardableResult
     public func cancel(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key, .cancel) { item, tx, time in
+        try await run(Self.cancelPlan(key))
+    }
+
+    static func cancelPlan(_ key: String) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
+        try change(key, .cancel) { item, tx, time in
             try Self.require(item, for: .cancel)
             item.cancel(at: time)
             try tx.update(item)
@@ -377,7 +416,11 @@ extension CountdownStore {
     /// - Throws: ``CountdownError/Code/notFound`` for an unknown key.
     @discardableResult
     public func restart(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key, .restart) { item, tx, time in
+        try await run(Self.restartPlan(key))
+    }
+
+    static func restartPlan(_ key: String) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
+        try change(key, .restart) { item, tx, time in
             try Self.require(item, for: .restart)
             item.restart(at: time)
             try tx.update(item)
@@ -395,8 +438,14 @@ extension CountdownStore {
     ///   ``CountdownError/Code/wrongState`` for a stopwatch or an item that is not active.
     @discardableResult
     public func extend(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
+        try await run(Self.extendPlan(key, by: amount))
+    }
+
+    static func extendPlan(
+        _ key: String, by amount: Duration
+    ) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
         let amountMs = try Validate.duration(amount, what: "extension")
-        return try await change(key, .extend) { item, tx, time in
+        return try change(key, .extend) { item, tx, time in
             try Self.require(item, for: .extend)
             let duration = (item.durationMs ?? 0) + amountMs
             guard duration <= Validate.maximumDurationMs else {
@@ -428,8 +477,14 @@ extension CountdownStore {
     ///   ``CountdownError/Code/wrongState`` for a stopwatch or an item that is not active.
     @discardableResult
     public func shorten(_ key: String, by amount: Duration) async throws(CountdownError) -> Countdown {
+        try await run(Self.shortenPlan(key, by: amount))
+    }
+
+    static func shortenPlan(
+        _ key: String, by amount: Duration
+    ) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
         let amountMs = try Validate.duration(amount, what: "shortening")
-        return try await change(key, .shorten) { item, tx, time in
+        return try change(key, .shorten) { item, tx, time in
             try Self.require(item, for: .shorten)
             let elapsed = max(0, item.rawElapsedMs(at: time))
             let shortened = (item.durationMs ?? 0) - amountMs
@@ -452,7 +507,11 @@ extension CountdownStore {
     /// - Throws: ``CountdownError/Code/notFound`` for an unknown key.
     @discardableResult
     public func remove(_ key: String) async throws(CountdownError) -> Countdown {
-        try await change(key, .remove) { item, tx, time in
+        try await run(Self.removePlan(key))
+    }
+
+    static func removePlan(_ key: String) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
+        try change(key, .remove) { item, tx, time in
             try Self.require(item, for: .remove)
             try tx.delete(item)
             try tx.append(EventRecord(.removed, item: item, at: time))

@@ -70,11 +70,17 @@ extension CountdownStore {
         _ key: String, duration: Duration, group: String? = nil, policy: CountdownPolicy = .wall,
         payload: CountdownPayload? = nil
     ) async throws(CountdownError) -> CooldownOutcome {
+        try await run(Self.cooldownPlan(key, duration: duration, group: group, policy: policy, payload: payload))
+    }
+
+    static func cooldownPlan(
+        _ key: String, duration: Duration, group: String?, policy: CountdownPolicy, payload: CountdownPayload?
+    ) throws(CountdownError) -> WritePlan<CooldownOutcome> {
         var request = try ValidRequest(
             .countdown(key, duration: duration, group: group, policy: policy, payload: payload))
         request.rule = .cooldown
         let asked = request
-        return try await groupedWriting(.cooldown) { tx, time in
+        return WritePlan(.cooldown) { tx, time in
             switch try Self.startOrFind(asked, tx, time, lastWrite: true) {
             case .started(let item):
                 return .allowed(item.countdown(at: time))
@@ -127,6 +133,14 @@ extension CountdownStore {
         _ key: String, quiet: Duration, maxWait: Duration, group: String? = nil, policy: CountdownPolicy = .wall,
         payload: CountdownPayload? = nil
     ) async throws(CountdownError) -> Countdown {
+        try await run(
+            Self.debouncePlan(key, quiet: quiet, maxWait: maxWait, group: group, policy: policy, payload: payload))
+    }
+
+    static func debouncePlan(
+        _ key: String, quiet: Duration, maxWait: Duration, group: String?, policy: CountdownPolicy,
+        payload: CountdownPayload?
+    ) throws(CountdownError) -> WritePlan<Countdown> {
         var request = try ValidRequest(.countdown(key, duration: quiet, group: group, policy: policy, payload: payload))
         let quietMs = request.durationMs ?? 0
         let maxWaitMs = try Validate.duration(maxWait, what: "maximum wait")
@@ -139,7 +153,7 @@ extension CountdownStore {
         request.rule = .debounce
         request.maxWaitMs = maxWaitMs
         let asked = request
-        return try await groupedWriting(.debounce) { tx, time in
+        return WritePlan(.debounce) { tx, time in
             switch try Self.startOrFind(asked, tx, time, lastWrite: true) {
             case .started(let item):
                 return item.countdown(at: time)
