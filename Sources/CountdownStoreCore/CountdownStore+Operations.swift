@@ -107,7 +107,8 @@ extension CountdownStore {
         payload: CountdownPayload? = nil, whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
         try await run(
-            Self.startPlan(key, duration: duration, group: group, policy: policy, payload: payload, whenActive: whenActive))
+            Self.startPlan(
+                key, duration: duration, group: group, policy: policy, payload: payload, whenActive: whenActive))
     }
 
     static func startPlan(
@@ -129,7 +130,8 @@ extension CountdownStore {
         payload: CountdownPayload? = nil, whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
         try await run(
-            Self.startPlan(key, endingAt: deadline, group: group, policy: policy, payload: payload, whenActive: whenActive))
+            Self.startPlan(
+                key, endingAt: deadline, group: group, policy: policy, payload: payload, whenActive: whenActive))
     }
 
     static func startPlan(

@@ -11,7 +11,7 @@ extension CountdownStore {
     ///
     /// ```swift
     /// try await store.transaction(on: connection) { tx in
-    ///     try await connection.query("INSERT INTO orders (id, total) VALUES (\(id), \(total))")
+    ///     try await connection.query("INSERT INTO orders (id, total) VALUES (\(id), \(total))", logger: logger)
     ///     try await tx.start("order-\(id)", duration: .seconds(15 * 60), group: "payments")
     /// }   // the order and its deadline commit together, or neither does
     /// ```
@@ -27,7 +27,8 @@ extension CountdownStore {
         on connection: PostgresConnection, _ body: (PostgresCountdownTransaction) async throws -> T
     ) async throws -> T {
         guard let engine = engine as? PostgresEngine else {
-            throw CountdownError(.wrongState, "this store is not on PostgreSQL: it cannot join a PostgreSQL transaction")
+            throw CountdownError(
+                .wrongState, "this store is not on PostgreSQL: it cannot join a PostgreSQL transaction")
         }
         let watch = StatementWatch(engine.abandonment, answerBoundMs: engine.answerBoundMs)
         let rows = PostgresTransaction(engine: engine, connection: connection, writing: true, watch: watch)
@@ -100,7 +101,8 @@ public struct PostgresCountdownTransaction: Sendable {
         payload: CountdownPayload? = nil, whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
         try await run {
-            try $0.start(key, duration: duration, group: group, policy: policy, payload: payload, whenActive: whenActive)
+            try $0.start(
+                key, duration: duration, group: group, policy: policy, payload: payload, whenActive: whenActive)
         }
     }
 
@@ -111,7 +113,8 @@ public struct PostgresCountdownTransaction: Sendable {
         payload: CountdownPayload? = nil, whenActive: WhenActive = .refuse
     ) async throws(CountdownError) -> Countdown {
         try await run {
-            try $0.start(key, endingAt: deadline, group: group, policy: policy, payload: payload, whenActive: whenActive)
+            try $0.start(
+                key, endingAt: deadline, group: group, policy: policy, payload: payload, whenActive: whenActive)
         }
     }
 

@@ -11,8 +11,8 @@ extension CountdownStore {
     ///
     /// ```swift
     /// try orders.write { db in
-    ///     try db.execute(sql: "INSERT INTO orders (id, total) VALUES (?, ?)", arguments: [1042, 4990])
-    ///     try store.transaction(in: db).start("order-1042", duration: .seconds(15 * 60), group: "payments")
+    ///     try db.execute(sql: "INSERT INTO orders (id, total) VALUES (?, ?)", arguments: [1043, 4990])
+    ///     try store.transaction(in: db).start("order-1043", duration: .seconds(15 * 60), group: "payments")
     /// }   // both commit, or neither does
     /// ```
     ///

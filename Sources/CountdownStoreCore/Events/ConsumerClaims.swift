@@ -10,7 +10,7 @@ import Foundation
 //
 // Claims are timed on one clock every reader shares: the database's own where it has one (a
 // server's, read in the claim's own transaction), else the machine's system clock (every process
-// on one SQLite file reads the same). Never on a host's store wall clock, on which two hosts may
+// on one database file reads the same). Never on a host's store wall clock, on which two hosts may
 // disagree. An acknowledgement is fenced: it counts only from the reader that holds the claim on
 // its event, until another reader takes that claim over; a stale one changes nothing.
 

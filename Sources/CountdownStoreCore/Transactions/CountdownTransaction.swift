@@ -4,9 +4,9 @@ import Foundation
 /// acknowledged) in the same transaction as the host's own rows, and commits or rolls back with
 /// them.
 ///
-/// Each engine hands one out for its kind of transaction: on SQLite,
-/// `CountdownStore.transaction(in:)` for the host's GRDB `Database` inside its own `write { }`;
-/// on PostgreSQL, `CountdownStore.transaction(on:_:)` on the host's connection. Use it only
+/// Each engine's library hands one out for its kind of transaction: for the embedded database,
+/// `CountdownStore.transaction(in:)` with the host's connection inside its own write; for a
+/// database server, `CountdownStore.transaction(on:_:)` on the host's connection. Use it only
 /// inside that transaction, and only from one thread at a time.
 ///
 /// Each call returns exactly what the same call on the store returns alone: the clocks move to
@@ -128,7 +128,8 @@ public final class CountdownTransaction: @unchecked Sendable {
         _ key: String, duration: Duration, group: String? = nil, policy: CountdownPolicy = .wall,
         payload: CountdownPayload? = nil
     ) throws(CountdownError) -> CooldownOutcome {
-        try perform(CountdownStore.cooldownPlan(key, duration: duration, group: group, policy: policy, payload: payload))
+        try perform(
+            CountdownStore.cooldownPlan(key, duration: duration, group: group, policy: policy, payload: payload))
     }
 
     /// ``CountdownStore/debounce(_:quiet:maxWait:group:policy:payload:)``, in the host's transaction.
@@ -197,7 +198,8 @@ public final class CountdownTransaction: @unchecked Sendable {
         guard let claimant = event.claimant else {
             throw CountdownError(
                 .invalidArgument,
-                "event \(event.id) was not given to a reader of consumer \(quoted(consumer.name)): nothing to acknowledge")
+                "event \(event.id) was not given to a reader of consumer \(quoted(consumer.name)): "
+                    + "nothing to acknowledge")
         }
         let (name, id) = (consumer.name, event.id)
         let store = store

@@ -95,10 +95,10 @@ struct HostTransactionTests {
         let (queue, store) = try hostDatabase(fixture)
         let other = try DatabaseQueue(path: fixture.folder.path("other.sqlite"))
         try await other.write { db in
-            #expect(throws: CountdownError.self) { try store.transaction(in: db) }
+            _ = #expect(throws: CountdownError.self) { try store.transaction(in: db) }
         }
         try await queue.writeWithoutTransaction { db in
-            #expect(throws: CountdownError.self) { try store.transaction(in: db) }
+            _ = #expect(throws: CountdownError.self) { try store.transaction(in: db) }
         }
     }
 
@@ -140,7 +140,7 @@ struct HostTransactionTests {
         } catch let error as CountdownError {
             #expect(error.code == .claimLost)
         }
-        let effects = try await queue.read { db in try Row.fetchAll(db, sql: "SELECT event_id, reader FROM effects ORDER BY event_id") }
+        let effects = try queue.read { db in try Row.fetchAll(db, sql: "SELECT event_id, reader FROM effects ORDER BY event_id") }
         #expect(effects.map { $0["reader"] as String } == ["A", "B"], "each expiry's effect once")
         #expect(try await consumer.acknowledgedThrough() == taken.id)
         withExtendedLifetime(readerA) {}

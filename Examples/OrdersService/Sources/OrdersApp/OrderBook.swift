@@ -26,11 +26,9 @@ public struct Order: Codable, Sendable, Hashable, FetchableRecord, PersistableRe
     public var createdAt: Date
     /// When it was paid or expired, on the store's wall clock.
     public var closedAt: Date?
-    /// The countdown event that closed it (`cancelled` for a payment, `expired` for an expiry).
+    /// The countdown event that closed it (`cancelled` for a payment, `expired` for an expiry):
+    /// written in the same transaction as the event's acknowledgement, so exactly once.
     public var closingEventID: Int64?
-    /// How many times that event reached the service: 1, or more after a crash that came between
-    /// handling it and acknowledging it.
-    public var closingDeliveries: Int
 
     /// The table's name.
     public static let databaseTableName = "orders"
@@ -38,7 +36,7 @@ public struct Order: Codable, Sendable, Hashable, FetchableRecord, PersistableRe
     enum CodingKeys: String, CodingKey {
         case id, item, status
         case amountCents = "amount_cents", createdAt = "created_at", closedAt = "closed_at"
-        case closingEventID = "closing_event_id", closingDeliveries = "closing_deliveries"
+        case closingEventID = "closing_event_id"
     }
 
     /// The key of the order's payment countdown.
@@ -73,15 +71,26 @@ public struct OrderBook: Sendable {
                 table.column("created_at", .datetime).notNull()
                 table.column("closed_at", .datetime)
                 table.column("closing_event_id", .integer)
-                table.column("closing_deliveries", .integer).notNull().defaults(to: 0)
             }
         }
         try migrator.migrate(database)
     }
 
-    /// Adds a new order awaiting payment.
-    func insert(_ order: Order) async throws {
-        try await database.write { db in try order.insert(db) }
+    /// Places a new order and starts its payment countdown in one transaction: both are
+    /// written, or neither is. The store refuses a window out of range (1 ms to 100 years)
+    /// naming it, and nothing is written.
+    func place(
+        id: String, item: String, amountCents: Int, paymentWindow: Duration, in store: CountdownStore
+    ) async throws -> (Order, Countdown) {
+        try await database.write { db in
+            let countdown = try store.transaction(in: db).start(
+                Order.countdownKey(id), duration: paymentWindow, group: OrdersService.paymentGroup)
+            let order = Order(
+                id: id, item: item, amountCents: amountCents, status: .awaitingPayment,
+                createdAt: countdown.startedAt, closedAt: nil, closingEventID: nil)
+            try order.insert(db)
+            return (order, countdown)
+        }
     }
 
     /// The order `id`, if there is one.
@@ -95,12 +104,17 @@ public struct OrderBook: Sendable {
         return Dictionary(uniqueKeysWithValues: orders.map { ($0.id, $0) })
     }
 
-    /// Marks an order paid once its countdown was cancelled; does nothing to an order already closed.
-    func markPaid(_ id: String, at instant: Date) async throws {
+    /// Cancels the payment countdown of order `id` and marks the order paid, in one transaction.
+    /// The store decides between a payment and the deadline: exactly one of the cancellation
+    /// and the expiry wins (a countdown that came due is recorded expired first, and the
+    /// cancellation refused with ``CountdownError/Code/wrongState``; nothing else is written).
+    func pay(_ id: String, in store: CountdownStore) async throws -> Countdown {
         try await database.write { db in
+            let cancelled = try store.transaction(in: db).cancel(Order.countdownKey(id))
             try db.execute(
                 sql: "UPDATE orders SET status = ?, closed_at = ? WHERE id = ? AND status = ?",
-                arguments: [Order.Status.paid, instant, id, Order.Status.awaitingPayment])
+                arguments: [Order.Status.paid, cancelled.computedAt.wallDate, id, Order.Status.awaitingPayment])
+            return cancelled
         }
     }
 
@@ -108,31 +122,34 @@ public struct OrderBook: Sendable {
     enum Outcome: Equatable {
         /// The order was closed by this event.
         case closed
-        /// The event had closed it already: a delivery after a crash, counted.
-        case redelivered
-        /// No order has that id (a crash came between starting the countdown and adding the order).
+        /// No order has that id (a countdown of this group started by someone else, such as the
+        /// `countdown` tool: the service itself places an order and its countdown together).
         case unknownOrder
         /// The order was closed the other way (paid, yet its deadline expired): a bug if it happens.
         case contradicts(Order.Status)
     }
 
-    /// Closes the order of a payment countdown's `cancelled` or `expired` event. Safe to run again
-    /// for the same event: a second delivery is only counted.
-    func close(_ id: String, as status: Order.Status, by event: CountdownEvent, at instant: Date) async throws -> Outcome {
+    /// Closes the order of a payment countdown's `cancelled` or `expired` event, and acknowledges
+    /// the event for `consumer` in the same transaction: the order is closed once, whatever
+    /// crashes, and a reader that lost its claim to another (it stalled) rolls its close back,
+    /// with ``CountdownError/Code/claimLost``.
+    func close(
+        _ id: String, as status: Order.Status, by event: CountdownEvent, at instant: Date,
+        acknowledgingFor consumer: EventConsumer, in store: CountdownStore
+    ) async throws -> Outcome {
         try await database.write { db in
-            guard var order = try Order.fetchOne(db, key: id) else { return .unknownOrder }
-            if order.closingEventID == event.id {
-                order.closingDeliveries += 1
-                try order.update(db)
-                return .redelivered
+            let countdowns = try store.transaction(in: db)
+            guard var order = try Order.fetchOne(db, key: id) else {
+                try countdowns.acknowledge(event, of: consumer)
+                return .unknownOrder
             }
             // The payment route marks an order paid before its `cancelled` event arrives.
             let open = order.status == .awaitingPayment || (order.status == status && order.closingEventID == nil)
+            try countdowns.acknowledge(event, of: consumer)
             guard open else { return .contradicts(order.status) }
             order.status = status
             order.closedAt = order.closedAt ?? instant
             order.closingEventID = event.id
-            order.closingDeliveries = 1
             try order.update(db)
             return .closed
         }

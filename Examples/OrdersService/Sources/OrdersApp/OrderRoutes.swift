@@ -72,17 +72,11 @@ struct OrderRoutes: Sendable {
             throw HTTPError(.badRequest, message: "invalid amount_cents \(new.amountCents): must be positive")
         }
         let id = String(UUID().uuidString.prefix(8)).lowercased()
-        // The countdown first: a crash before the order is added leaves a countdown without an
-        // order, which the closer skips, never an order that no deadline will close. The store
-        // refuses a window out of range (1 ms to 100 years) naming it: a 400 from the middleware.
-        let countdown = try await store.start(
-            Order.countdownKey(id),
-            duration: new.paymentWindowMs.map { .milliseconds($0) } ?? paymentWindow,
-            group: OrdersService.paymentGroup)
-        let order = Order(
-            id: id, item: item, amountCents: new.amountCents, status: .awaitingPayment,
-            createdAt: countdown.startedAt, closedAt: nil, closingEventID: nil, closingDeliveries: 0)
-        try await orders.insert(order)
+        // The order and its deadline in one transaction: no order without a deadline, no
+        // deadline without an order. A window out of range is a 400 from the middleware.
+        let (order, countdown) = try await orders.place(
+            id: id, item: item, amountCents: new.amountCents,
+            paymentWindow: new.paymentWindowMs.map { .milliseconds($0) } ?? paymentWindow, in: store)
         return EditedResponse(
             status: .created, headers: [.location: "/orders/\(id)"],
             response: OrderView(order: order, countdown: countdown))
@@ -102,11 +96,9 @@ struct OrderRoutes: Sendable {
             throw HTTPError(.notFound, message: "no order \"\(id)\"")
         }
         do {
-            // The store decides between a payment and the deadline: exactly one of `cancel` and
-            // the expiry wins. The closer would mark the order paid from the `cancelled` event
-            // anyway; marking it here answers the request with the order as it now is.
-            let cancelled = try await store.cancel(Order.countdownKey(id))
-            try await orders.markPaid(id, at: cancelled.computedAt.wallDate)
+            // The countdown cancelled and the order marked paid in one transaction; the closer
+            // acknowledges the `cancelled` event when it comes.
+            let cancelled = try await orders.pay(id, in: store)
             return EditedResponse(status: .ok, response: OrderView(order: try await orders.order(id), countdown: cancelled))
         } catch let error as CountdownError where error.code == .wrongState {
             // Too late (expired) or paid already: say so with the order as it stands.
