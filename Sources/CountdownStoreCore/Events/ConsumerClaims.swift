@@ -120,14 +120,21 @@ extension CountdownStore {
     func acknowledge(consumer name: String, eventID id: Int64, claimant: String?) async throws(CountdownError)
         -> Bool
     {
-        try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
+        try await run(acknowledgePlan(consumer: name, eventID: id, claimant: claimant))
+    }
+
+    /// The plan of ``acknowledge(consumer:eventID:claimant:)``, for the store's own transaction
+    /// or the host's: a write of its own (not grouped), which leaves due expiries to a live
+    /// lease holder.
+    func acknowledgePlan(consumer name: String, eventID id: Int64, claimant: String?) -> WritePlan<Bool> {
+        WritePlan(.consumer, grouped: false, leavesExpiriesToHolder: true, notifies: false) { tx, now in
             try self.acknowledge(consumer: name, eventID: id, claimant: claimant, tx, now)
         }
     }
 
     /// ``acknowledge(consumer:eventID:claimant:)`` in the write transaction `tx`, which locks
     /// the consumer's row first: acknowledgements and claims of one consumer take turns.
-    func acknowledge(
+    private func acknowledge(
         consumer name: String, eventID id: Int64, claimant: String?, _ tx: WriteTransaction, _ now: ClocksNow
     ) throws -> Bool {
         guard let cursor = try tx.consumerCursor(name) else { return false }

@@ -28,6 +28,8 @@ public final class CountdownTransaction: @unchecked Sendable {
     private let afterEachWrite: () throws -> Void
     /// What the writes so far do once the transaction commits.
     private var effects: [(operation: WriteOperation, duration: Duration, tally: EventTally?)] = []
+    /// Whether waiters (the ticker, event streams) look again once the transaction commits.
+    private var wakesWaiters = false
 
     package init(store: CountdownStore, rows: any RepositoryWriting, afterEachWrite: @escaping () throws -> Void = {}) {
         self.store = store
@@ -46,7 +48,7 @@ public final class CountdownTransaction: @unchecked Sendable {
                 let end = try store.attempt(
                     in: rows, movingCheckpoint: plan.operation.movesCheckpoint,
                     expiryLimit: max(1, store.configuration.writeExpiryBatch),
-                    leavingExpiriesToHolder: plan.operation == .consumer, metered: metered
+                    leavingExpiriesToHolder: plan.leavesExpiriesToHolder, metered: metered
                 ) { tx, now, _ in
                     try plan.body(tx, now)
                 }
@@ -60,6 +62,7 @@ public final class CountdownTransaction: @unchecked Sendable {
             }
         }
         effects.append((plan.operation, ContinuousClock.now - started, committed.tally))
+        wakesWaiters = wakesWaiters || plan.notifies || committed.expired
         return committed.value
     }
 
@@ -67,18 +70,20 @@ public final class CountdownTransaction: @unchecked Sendable {
     /// streams look again, and the metrics count the writes.
     package func committed() {
         guard !effects.isEmpty else { return }
-        store.changes.bump()
+        if wakesWaiters { store.changes.bump() }
         if store.metrics.enabled {
             for effect in effects {
                 store.metrics.committed(effect.operation, duration: effect.duration, tally: effect.tally)
             }
         }
         effects = []
+        wakesWaiters = false
     }
 
     /// What an engine calls once the host's transaction has rolled back: nothing happened.
     package func rolledBack() {
         effects = []
+        wakesWaiters = false
     }
 
     // MARK: - The operations
@@ -201,16 +206,11 @@ public final class CountdownTransaction: @unchecked Sendable {
                 "event \(event.id) was not given to a reader of consumer \(quoted(consumer.name)): "
                     + "nothing to acknowledge")
         }
-        let (name, id) = (consumer.name, event.id)
-        let store = store
-        try perform(
-            WritePlan(.consumer) { tx, now in
-                guard try store.acknowledge(consumer: name, eventID: id, claimant: claimant, tx, now) else {
-                    throw CountdownError(
-                        .claimLost,
-                        "the claim on event \(id) of consumer \(quoted(name)) was lost: another reader took it over; "
-                            + "roll the transaction back")
-                }
-            })
+        guard try perform(store.acknowledgePlan(consumer: consumer.name, eventID: event.id, claimant: claimant)) else {
+            throw CountdownError(
+                .claimLost,
+                "the claim on event \(event.id) of consumer \(quoted(consumer.name)) was lost: another reader took "
+                    + "it over; roll the transaction back")
+        }
     }
 }
