@@ -39,8 +39,11 @@ extension PostgresTransaction {
         let checkpoint = try Checkpoint(row: r)
         checkpointRead = checkpoint
         serverMs = try r.int(16)
+        lastEventAtMs = try r.optionalInt(17)
         soonestRead = SoonestDeadlines(wall: try r.optionalInt(14), active: try r.optionalInt(15))
-        return (checkpoint, try Lease(row: r, from: 11), soonestRead)
+        let lease = try Lease(row: r, from: 11)
+        leaseRead = lease
+        return (checkpoint, lease, soonestRead)
     }
 
     /// The server's clock in place of the host's system clock: this reads it, in the clock
@@ -73,8 +76,19 @@ extension PostgresTransaction {
         serverAtReading = server
         return engine.serverClock.reading(
             server: server, boot: boot, uncertainty: uncertainty, checkpoint: checkpointRead,
-            bootScope: engine.bootScope,
-            stepTolerance: engine.clockStepToleranceMs)
+            bootScope: engine.bootScope, stepTolerance: engine.clockStepToleranceMs, floor: floorWhileNobodyCounts(server))
+    }
+
+    /// The instant of the last write, as the server's clock read it (less the calibration
+    /// offset), when no host holds a live lease: the floor below which a reading comes from a
+    /// server clock stepped back while nobody counted (writers leave the checkpoint behind, so
+    /// the checkpoint does not know of their writes). `nil` while a holder counts, whose
+    /// checkpoints carry the clock's steps: the floor never acts in normal running.
+    private func floorWhileNobodyCounts(_ server: Int64) -> Int64? {
+        guard let lastEventAtMs, let checkpointRead else { return nil }
+        let offset = checkpointRead.calibrationOffset
+        if let lease = leaseRead, lease.holder != nil, lease.expiresAtMs > server + offset { return nil }
+        return lastEventAtMs - offset
     }
 
     /// The server's clock as the last ``clockReading(_:)`` placed it: what claims are timed on.

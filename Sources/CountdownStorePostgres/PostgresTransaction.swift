@@ -14,6 +14,10 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
     let watch: StatementWatch
     /// The server's clock and the checkpoint, as the last ``clocks()`` read them.
     var serverMs: Int64?
+    /// The instant of the store's last event, read with the clocks: the latest W a write used.
+    var lastEventAtMs: Int64?
+    /// The lease as the last ``clocks()`` read it.
+    var leaseRead: Lease?
     /// This host's boot clock right before the last ``clocks()`` statement was sent.
     var bootBeforeClocks: Int64?
     /// The server's clock at the instant of the last ``clockReading(_:)`` (uncorrected).

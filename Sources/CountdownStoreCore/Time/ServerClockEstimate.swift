@@ -68,8 +68,16 @@ package final class ServerClockEstimate: @unchecked Sendable {
     /// when the server's clock was moved. When the server's clock stepped by more than
     /// `stepTolerance` (plus the uncertainty) and the holder has not recorded it yet, this host
     /// counts on its boot clock from the last reading, as the holder does, until it does.
+    ///
+    /// `floor` is the system clock a write of the store already used (its last event's instant,
+    /// less the calibration offset), given only while no host holds a live lease: on another
+    /// host's checkpoint, a reading behind it comes from a clock stepped back while no host
+    /// counted, since writers leave the checkpoint behind. This host then counts on its boot
+    /// clock from that instant, so that now is never placed before what a write stored and time
+    /// goes on, until a holder records the step.
     package func reading(
-        server: Int64, boot: Int64, uncertainty: Int64, checkpoint: Checkpoint?, bootScope: String, stepTolerance: Int64
+        server: Int64, boot: Int64, uncertainty: Int64, checkpoint: Checkpoint?, bootScope: String,
+        stepTolerance: Int64, floor: Int64? = nil
     ) -> ClockReading {
         let own = checkpoint?.bootID == bootScope
         let skew = checkpoint?.clockSkew ?? 0
@@ -78,6 +86,10 @@ package final class ServerClockEstimate: @unchecked Sendable {
             corrected = predicted
         } else {
             record(server: server - skew, boot: boot)
+        }
+        if !own, let floor, corrected < floor {
+            corrected = floor
+            record(server: floor, boot: boot)
         }
         return ClockReading(system: corrected, boot: boot, bootID: bootScope, uncertainty: uncertainty)
     }

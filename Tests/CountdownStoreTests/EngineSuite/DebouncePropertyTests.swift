@@ -9,9 +9,6 @@ import Testing
 /// timeline (the one its policy counts: `A + G` for `wall`, `A` for `active`, read from the
 /// store's clocks as every operation sees them).
 ///
-/// On PostgreSQL the system clock is only stepped forward (a clock stepped back while no host
-/// holds the lease is a known issue there; see `ClockEditTests`).
-///
 /// After every call: the countdown's deadline is `min(max(previous deadline, now + quiet), bound)`
 /// on its timeline, where the bound is `maxWait` after its burst's first call; it never passes
 /// the bound (`deadlineAt <= boundAt` on the wall clock too) and never moves earlier; a call at
@@ -127,11 +124,7 @@ struct DebouncePropertyTests {
             case .tick(let ms):
                 try await run(store, fixture.clock, for: .milliseconds(ms))
             case .clockEdit(let offset):
-                // On PostgreSQL a clock stepped back while no host holds the lease is a known issue
-                // of the time model (see ClockEditTests' `clockSteppedBackWhileNobodyCounted`):
-                // there, the clock steps forward only.
-                let engine = fixture.engine
-                fixture.clock.moveSystemClock(by: .milliseconds(engine == .postgres ? abs(offset) : offset))
+                fixture.clock.moveSystemClock(by: .milliseconds(offset))
             case .reopen(let downtime):
                 try await store.close()
                 fixture.clock.advance(by: .milliseconds(downtime))
