@@ -7,8 +7,21 @@ struct PostgresFailure: Error, StorageFailure, @unchecked Sendable {
     let error: any Error
     let place: String
 
+    /// `error` as it came, or what it wraps: a failure of this kind, or a ``CountdownError`` the
+    /// store made of one (a host's transaction hands its failures back as the store reports
+    /// them), so that what the server said (a standby refusing writes) is seen wherever it passed.
     init(_ error: any Error, place: String) {
-        self.error = error
+        var inner = error
+        while true {
+            if let failure = inner as? PostgresFailure {
+                inner = failure.error
+            } else if let reported = inner as? CountdownError, let underlying = reported.underlyingError {
+                inner = underlying
+            } else {
+                break
+            }
+        }
+        self.error = inner
         self.place = place
     }
 

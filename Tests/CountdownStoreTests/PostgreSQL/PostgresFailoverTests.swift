@@ -1,4 +1,4 @@
-import CountdownStorePostgres
+@testable import CountdownStorePostgres
 import Foundation
 import PostgresNIO
 import Testing
@@ -66,8 +66,11 @@ final class FaultCluster {
     }
 
     /// Opens a store in this process for participant `name` (through one moving address with `moving`).
-    func openStore(_ name: String, moving: Bool = false) async throws -> CountdownStore {
-        let store = try await CountdownStore(postgresURL: moving ? try movingURL(name) : try url(name))
+    func openStore(
+        _ name: String, moving: Bool = false, configuration: CountdownStore.Configuration = .init()
+    ) async throws -> CountdownStore {
+        let store = try await CountdownStore(
+            postgresURL: moving ? try movingURL(name) : try url(name), configuration: configuration)
         stores.append(store)
         return store
     }
@@ -290,6 +293,20 @@ struct PostgresFailoverTests {
             })
         }
         let watching = Task { await history.watchRemaining(sentinels, store: reader) }
+        // A consumer whose effect (a row) commits with its acknowledgement, read by two readers
+        // of this process with the hosts' short claim timeout: each expiry takes effect once.
+        let effects = cluster.database.table("effects")
+        try await cluster.database.execute(
+            "CREATE TABLE \(effects) (key text NOT NULL, generation bigint NOT NULL, reader text NOT NULL)")
+        var effectConfiguration = CountdownStore.Configuration()
+        effectConfiguration.claimTimeout = .seconds(3)
+        let acknowledgements = Locked<[String: Int]>([:])
+        var effectReaders: [Task<Void, Never>] = []
+        for index in 0..<2 {
+            let store = try await cluster.openStore("effects-\(index)", configuration: effectConfiguration)
+            _ = try await store.consumer("effects")
+            effectReaders.append(Task { await Self.applyEffects(store, reader: "effects-\(index)", table: effects, acknowledgements) })
+        }
 
         var figures: [String] = []
         var failovers: [(killed: Date, promoted: Date)] = []
@@ -409,6 +426,20 @@ struct PostgresFailoverTests {
         try await fleetEventually("the hosts delivered all \(recorded.count) expiries", limit: 60, alive: { cluster.hostsAlive() }) {
             recorded.isSubset(of: Set(cluster.hosts.flatMap { $0.printed() }.map { ExpiryID(key: $0.key, generation: $0.generation) }))
         }
+        // Every expiry took effect once, its row committed with its acknowledgement.
+        try await fleetEventually("the effects consumer applied all \(recorded.count) expiries", limit: 60, alive: { true }) {
+            try await database.integer("SELECT count(DISTINCT (key, generation)) FROM \(effects)") ?? 0 >= Int64(recorded.count)
+        }
+        for reader in effectReaders { reader.cancel() }
+        for reader in effectReaders { await reader.value }
+        let applied = try await database.integer("SELECT count(*) FROM \(effects)") ?? 0
+        let distinct = try await database.integer("SELECT count(DISTINCT (key, generation)) FROM \(effects)") ?? 0
+        #expect(applied == distinct, "\(applied - distinct) effects applied twice")
+        #expect(distinct == Int64(recorded.count), "\(distinct) effects for \(recorded.count) expiries")
+        let acknowledged = acknowledgements.withLock { $0 }
+        figures.append(
+            "effects consumer: \(distinct) expiries took effect, \(applied - distinct) twice; acknowledgements "
+                + acknowledged.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", "))
         // What each failover cost, from the whole history.
         let expiries = try await database.expiries()
         for (killed, promoted) in failovers {
@@ -428,16 +459,56 @@ struct PostgresFailoverTests {
                     + "\(firstExpiry.map { "\($0 - promotedMs) ms" } ?? "-") after it, worst lateness \(worst.map { "\($0) ms" } ?? "-"), "
                     + "\(refused) attempts failed transiently meanwhile")
         }
+        // The hosts stop (their stderr, which says why a reader let an expiry go, is complete then).
+        for host in cluster.hosts { await host.stop() }
         let verdict = try await HistoryChecker.check(
             history, database: database, hosts: cluster.hosts, keys: all,
             duplicateWindow: Double(2 * Self.leaseMs) / 1000 + 3 + 10)
         verdict.expectAll(except: cluster.synchronous ? [] : ["lostAcknowledged"], scenario, seed: seed)
         let line =
             "postgres failover suite (\(scenario)), seed \(seed): \(verdict.acknowledged) operations acknowledged, \(verdict.indeterminate) failed transiently, "
-            + "\(verdict.lostAcknowledged.count) acknowledged lost, \(verdict.deadlinesBeforeStart.count) deadlines before start + duration, \(verdict.expiries) expiries, \(verdict.duplicatesNearFaults) delivered twice near a fault, "
+            + "\(verdict.lostAcknowledged.count) acknowledged lost, \(verdict.deadlinesBeforeStart.count) deadlines before start + duration, \(verdict.expiries) expiries, \(verdict.duplicatesNearFaults) delivered twice near a fault (\(verdict.duplicateCauses)), "
             + "terms \(verdict.terms.first ?? 0)…\(verdict.terms.last ?? 0); " + figures.joined(separator: "; ")
         print(line)
         fleetReport(line)
     }
+
+    /// Reads the consumer `effects` of `store` and, for each expiry, inserts its effect (a row of
+    /// `table`) and acknowledges it in one transaction on a connection of the store's pool,
+    /// counting how each transaction ended, until the task is cancelled.
+    static func applyEffects(
+        _ store: CountdownStore, reader: String, table: String, _ outcomes: Locked<[String: Int]>
+    ) async {
+        guard let engine = store.engine as? PostgresEngine else { return }
+        let logger = Logger(label: reader)
+        while !Task.isCancelled {
+            do {
+                let consumer = try await store.consumer("effects")
+                for try await expiry in try await consumer.events(.expiries) {
+                    let outcome: String
+                    do {
+                        try await engine.servers.withConnection { connection in
+                            try await store.transaction(on: connection) { tx in
+                                try await connection.query(
+                                    "INSERT INTO \(unescaped: table) VALUES (\(expiry.key ?? ""), \(expiry.generation ?? 0), \(reader))",
+                                    logger: logger)
+                                try await tx.acknowledge(expiry, of: consumer)
+                            }
+                        }
+                        outcome = "committed"
+                    } catch let error as CountdownError where error.code == .claimLost {
+                        outcome = "rolled back (claim lost)"
+                    } catch {
+                        outcome = "failed (the database out of reach; delivered again)"
+                    }
+                    outcomes.withLock { $0[outcome, default: 0] += 1 }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
 }
 }
+

@@ -127,12 +127,23 @@ struct HistoryVerdict: Sendable {
     var notExpiredOnce: [String] = []
     var undelivered: [String] = []
     var duplicatesAwayFromFaults: [String] = []
+    /// Expiries delivered more than once although no reader that printed them was killed,
+    /// stopped while cut off from the database, or told that its claim was taken over.
+    var duplicatesUnexplained: [String] = []
     var termViolations: [String] = []
     var remainingIncreases: [String] = []
     /// Figures.
     var acknowledged = 0
     var indeterminate = 0
     var duplicatesNearFaults = 0
+    /// The expiries delivered more than once, by what their first reader went through.
+    var duplicatesByCause: [String: Int] = [:]
+
+    /// ``duplicatesByCause`` as text, for the report.
+    var duplicateCauses: String {
+        duplicatesByCause.isEmpty
+            ? "none" : duplicatesByCause.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+    }
     var expiries = 0
     var terms: [Int64] = []
 
@@ -143,6 +154,7 @@ struct HistoryVerdict: Sendable {
             ("lostAcknowledged", lostAcknowledged), ("earlyExpiries", earlyExpiries),
             ("deadlinesBeforeStart", deadlinesBeforeStart), ("notExpiredOnce", notExpiredOnce),
             ("undelivered", undelivered), ("duplicatesAwayFromFaults", duplicatesAwayFromFaults),
+            ("duplicatesUnexplained", duplicatesUnexplained),
             ("termViolations", termViolations), ("remainingIncreases", remainingIncreases),
         ]
         for (name, violations) in checks where !except.contains(name) && !violations.isEmpty {
@@ -158,7 +170,10 @@ enum HistoryChecker {
     /// - no expiry fired before its deadline (by the server's clock), nor before start + duration;
     /// - every countdown of `keys` expired exactly once in the store (its last generation, and no
     ///   expiry recorded twice), and was delivered at least once to the consumer; a delivery
-    ///   twice only within `duplicateWindow` of a fault;
+    ///   twice only within `duplicateWindow` of a fault, and only by a cause SPEC allows: a
+    ///   reader that printed it was killed, or stopped while cut off from the database (its
+    ///   acknowledgement could not be written), or was told its claim was taken over while it
+    ///   could not reach the database (each counted in ``HistoryVerdict/duplicatesByCause``);
     /// - at most one holder per lease term, and terms only grow (the audit's lease rows);
     /// - the remaining time of a countdown never grew between two readings of one generation.
     static func check(
@@ -197,8 +212,13 @@ enum HistoryChecker {
         }
 
         var deliveries: [ExpiryID: Int] = [:]
+        var printers: [ExpiryID: [FleetHost]] = [:]
         for host in hosts {
-            for line in host.printed() { deliveries[ExpiryID(key: line.key, generation: line.generation), default: 0] += 1 }
+            for line in host.printed() {
+                let id = ExpiryID(key: line.key, generation: line.generation)
+                deliveries[id, default: 0] += 1
+                printers[id, default: []].append(host)
+            }
         }
         let faults = history.allFaults
         for (id, expiry) in recorded {
@@ -210,6 +230,16 @@ enum HistoryChecker {
                     fired >= $0.start.addingTimeInterval(-duplicateWindow) && fired <= $0.end.addingTimeInterval(duplicateWindow)
                 }
                 if nearFault { verdict.duplicatesNearFaults += 1 } else { verdict.duplicatesAwayFromFaults.append("\(id) delivered \(times) times") }
+                let cause = duplicateCause(printers[id] ?? [])
+                verdict.duplicatesByCause[cause ?? "unexplained", default: 0] += 1
+                if cause == nil {
+                    let warnings = (printers[id] ?? []).map { host in
+                        "\(host.name): " + host.helper.stderr.split(separator: "\n").filter { $0.contains("warning") }.suffix(6)
+                            .joined(separator: " | ")
+                    }
+                    verdict.duplicatesUnexplained.append(
+                        "\(id) delivered \(times) times, by \((printers[id] ?? []).map(\.name)), none killed or cut off; \(warnings)")
+                }
             }
         }
 
@@ -233,5 +263,19 @@ enum HistoryChecker {
             last[id] = reading
         }
         return verdict
+    }
+
+    /// Why a reader that printed an expiry another reader printed too let it go, from what the
+    /// test did to it and what it logged; `nil` when nothing explains it.
+    static func duplicateCause(_ printers: [FleetHost]) -> String? {
+        if printers.contains(where: \.wasKilled) { return "by a reader killed" }
+        let logs = printers.map(\.helper.stderr)
+        if logs.contains(where: { $0.contains("could not acknowledge an expiry before stopping") }) {
+            return "by a reader stopped while cut off from the database"
+        }
+        if logs.contains(where: { $0.contains("another reader took this expiry over") }) {
+            return "by a reader whose claim was taken over while it could not reach the database"
+        }
+        return nil
     }
 }
