@@ -76,7 +76,8 @@ extension PostgresTransaction {
         serverAtReading = server
         return engine.serverClock.reading(
             server: server, boot: boot, uncertainty: uncertainty, checkpoint: checkpointRead,
-            bootScope: engine.bootScope, stepTolerance: engine.clockStepToleranceMs, floor: floorWhileNobodyCounts(server))
+            bootScope: engine.bootScope, stepTolerance: engine.clockStepToleranceMs,
+            floor: floorWhileNobodyCounts(server))
     }
 
     /// The instant of the last write, as the server's clock read it (less the calibration
