@@ -135,7 +135,10 @@ let package = Package(
         // A process the reliability suites start, stop and kill.
         .executableTarget(
             name: "CountdownTortureHelper",
-            dependencies: ["CountdownStore", "CountdownStoreCore", "CSQLiteTestVFS", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "CountdownStore", "CountdownStoreCore", "CountdownStorePostgres", "CSQLiteTestVFS",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             path: "Tests/Helpers/CountdownTortureHelper"
         ),
         // An SQLite VFS for the helper: simulated power loss, and a kill in the middle of a checkpoint.

@@ -89,6 +89,8 @@ enum Helper {
             case "groupcrash": try await groupCrash(path, tag: arguments.count > 2 ? arguments[2] : "c")
             case "drain": try await drain(path)
             case "fill": try await fill(path)
+            case "hostcrash" where arguments.count == 3: try await HostTransactionWorkload.run(path, tag: arguments[2], drain: false)
+            case "hostdrain": try await HostTransactionWorkload.run(path, tag: "", drain: true)
             case "write": try await write(path, prefix: arguments[2], count: Int(arguments[3]) ?? 100)
             case "crashpoint" where arguments.count == 4:
                 try await CrashPointScript(path: path, point: arguments[2], operation: arguments[3]).run()
