@@ -154,6 +154,7 @@ let package = Package(
                 "CountdownStorePostgres",
                 "CSQLiteShim",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             path: "Benchmarks/CountdownBenchmarks"

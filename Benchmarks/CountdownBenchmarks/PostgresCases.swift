@@ -47,7 +47,7 @@ struct PostgresBenchmarks {
     /// The names `--only` selects the cases by.
     static let caseNames = [
         "postgres single", "postgres bulk", "postgres concurrent", "postgres next", "postgres soonest", "postgres expiring",
-        "postgres cross-host", "postgres mass expiry",
+        "postgres cross-host", "postgres mass expiry", "postgres host transaction",
     ]
 
     /// What to do to run the PostgreSQL cases, printed when no server was given.
@@ -106,6 +106,7 @@ struct PostgresBenchmarks {
     ) async throws {
         try await add("postgres single") { [try await singleStart()] }
         try await add("postgres bulk") { [try await bulkStart()] }
+        try await add("postgres host transaction") { try await hostTransactions() }
         for tasks in [1, 4, 16, 64] {
             try await add("postgres concurrent \(tasks)") { [try await concurrentStart(tasks: tasks)] }
         }

@@ -39,8 +39,10 @@ extension CountdownStore {
         }
         let place = engine.place
         try await Self.onThread(place) {
-            try rows.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            if engine.syncsEveryCommit { try rows.execute("SET LOCAL synchronous_commit = on") }
+            // Both in one round trip: the host's statements come after them on the connection.
+            try rows.sendUnanswered("BEGIN ISOLATION LEVEL READ COMMITTED", isBegin: true)
+            if engine.syncsEveryCommit { try rows.sendUnanswered("SET LOCAL synchronous_commit = on", isBegin: true) }
+            try rows.takeUnanswered()
         }
         let value: T
         do {
