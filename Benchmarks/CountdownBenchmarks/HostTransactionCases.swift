@@ -11,11 +11,15 @@ extension Benchmarks {
     /// SQLite: an order row and its countdown in one GRDB transaction of the host's, one at a
     /// time; raw: the order, the countdown and its event in one transaction through the C API.
     /// Then each of as many expiries handled: its effect row and its acknowledgement in one
-    /// transaction; raw: the effect row and the consumer's cursor.
+    /// transaction; raw: the effect row and the consumer's cursor. The host writes with GRDB's
+    /// synchronous `write`, as the raw side calls SQLite directly.
     func hostTransactions() async throws -> [Figure] {
         let count = sizes.single
         let file = try await emptyStore("single-host-ours.sqlite")
-        let database = try DatabaseQueue(path: file)
+        // The host's connection as the raw side's: WAL, synchronous NORMAL.
+        var configuration = GRDB.Configuration()
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        let database = try DatabaseQueue(path: file, configuration: configuration)
         try await database.write { db in
             try db.execute(sql: "CREATE TABLE orders (id INTEGER PRIMARY KEY)")
             try db.execute(sql: "CREATE TABLE effects (key TEXT NOT NULL, generation INTEGER NOT NULL)")
@@ -23,7 +27,7 @@ extension Benchmarks {
         let store = try CountdownStore(database: database)
         let placing = try await timed {
             for index in 0..<count {
-                try await database.write { db in
+                try database.write { db in
                     try db.execute(sql: "INSERT INTO orders (id) VALUES (?)", arguments: [index])
                     try store.transaction(in: db).start("order-\(index)", duration: .milliseconds(1 + Int64(index % 50)))
                 }
@@ -33,14 +37,17 @@ extension Benchmarks {
         _ = try await store.expireDue()
         let consumer = try await store.consumer("closer")
         var expiries = try await consumer.events(.expiries).makeAsyncIterator()
+        func handle(_ expiry: CountdownEvent) throws {
+            try database.write { db in
+                try db.execute(
+                    sql: "INSERT INTO effects (key, generation) VALUES (?, ?)", arguments: [expiry.key, expiry.generation])
+                try store.transaction(in: db).acknowledge(expiry, of: consumer)
+            }
+        }
         let handling = try await timed {
             for _ in 0..<count {
                 guard let expiry = try await expiries.next() else { throw BenchmarkError("the expiries ended early") }
-                try await database.write { db in
-                    try db.execute(
-                        sql: "INSERT INTO effects (key, generation) VALUES (?, ?)", arguments: [expiry.key, expiry.generation])
-                    try store.transaction(in: db).acknowledge(expiry, of: consumer)
-                }
+                try handle(expiry)
             }
         }
         try await store.close()
