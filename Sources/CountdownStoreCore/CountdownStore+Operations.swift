@@ -243,21 +243,66 @@ extension CountdownStore {
     private static func start(
         _ request: ValidRequest, whenActive: WhenActive, _ tx: WriteTransaction, _ time: ClocksNow, lastWrite: Bool
     ) throws -> Countdown {
+        if let stored = tx.storedOperations {
+            let (outcome, item) = try storedStart(request, whenActive: whenActive, stored, tx, time)
+            if outcome == "active" { throw alreadyActive(request.key, item) }
+            return item.countdown(at: time)
+        }
         switch try startOrFind(request, tx, time, lastWrite: lastWrite) {
         case .started(let item):
             return item.countdown(at: time)
         case .active(let existing):
             switch whenActive {
             case .refuse:
-                throw CountdownError(
-                    .alreadyActive, "countdown \(quoted(request.key)) is already \(existing.state.rawValue); ",
-                    hint: .startWhenActive(.replace), " to start it again")
+                throw alreadyActive(request.key, existing)
             case .keep:
                 return existing.countdown(at: time)
             case .replace:
                 return try replace(existing, with: request, tx, time).countdown(at: time)
             }
         }
+    }
+
+    /// The refusal of a start whose key's item is active.
+    private static func alreadyActive(_ key: String, _ existing: ItemRecord) -> CountdownError {
+        CountdownError(
+            .alreadyActive, "countdown \(quoted(key)) is already \(existing.state.rawValue); ",
+            hint: .startWhenActive(.replace), " to start it again")
+    }
+
+    /// Starts `request` with the engine's own operation: its outcome (`started`, `replaced`,
+    /// `active` or `kept`) and the item it started or found.
+    private static func storedStart(
+        _ request: ValidRequest, whenActive: WhenActive, _ stored: any StoredOperations, _ tx: WriteTransaction,
+        _ time: ClocksNow
+    ) throws -> (String, ItemRecord) {
+        let done = try stored.start(
+            key: request.key, durationMs: request.durationMs, group: request.group, payload: request.payload,
+            policy: request.policy, rule: request.rule, maxWaitMs: request.maxWaitMs,
+            whenActive: whenActive.rawValue, at: OperationInstant(time))
+        guard let item = done.item else {
+            throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
+        }
+        let event: EventKind? =
+            switch (done.outcome, item.kind) {
+            case ("started", .stopwatch), ("replaced", .stopwatch): .stopwatchStarted
+            case ("started", _): .started
+            case ("replaced", _): .replaced
+            default: nil
+            }
+        tx.noteStored(item, events: storedEvents(item, event: event, lateMs: done.lateMs, time))
+        return (done.outcome, item)
+    }
+
+    /// The events an engine's own operation appended, as the metrics count them: the expiry it
+    /// recorded first (when `lateMs` says it did), then its own.
+    private static func storedEvents(_ item: ItemRecord, event: EventKind?, lateMs: Int64?, _ time: ClocksNow)
+        -> [EventRecord]
+    {
+        var events: [EventRecord] = []
+        if let lateMs { events.append(EventRecord(.expired, item: item, at: time, lateMs: lateMs)) }
+        if let event { events.append(EventRecord(event, item: item, at: time)) }
+        return events
     }
 
     /// What ``startOrFind(_:_:_:lastWrite:)`` did.
@@ -274,6 +319,10 @@ extension CountdownStore {
     static func startOrFind(_ request: ValidRequest, _ tx: WriteTransaction, _ time: ClocksNow, lastWrite: Bool) throws
         -> StartOrFind
     {
+        if let stored = tx.storedOperations {
+            let (outcome, item) = try storedStart(request, whenActive: .keep, stored, tx, time)
+            return outcome == "kept" ? .active(item) : .started(item)
+        }
         var item = newItem(request, time)
         let inserted = try tx.insertNew(&item, lastWrite: lastWrite) { inserted in startedEvent(inserted, time) }
         if inserted { return .started(item) }
@@ -306,11 +355,14 @@ extension CountdownStore {
     /// recorded expired first, so `change` sees it expired; that expiry commits even when
     /// `change` refuses.
     private static func change(
-        _ key: String, _ action: CountdownAction,
+        _ key: String, _ action: CountdownAction, stored: StoredChange? = nil,
         _ change: @escaping @Sendable (inout ItemRecord, WriteTransaction, ClocksNow) throws -> Void
     ) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
         let key = try Validate.key(key)
         return WritePlan(action.writeOperation) { tx, time in
+            if let stored, let operations = tx.storedOperations {
+                return try Self.storedChange(stored, key, action, operations, tx, time)
+            }
             guard var item = try tx.item(key: key) else { throw CountdownError.notFound(key) }
             guard item.isDue(at: time) else {
                 try change(&item, tx, time)
@@ -331,6 +383,42 @@ extension CountdownStore {
                 return .failure(refusal)
             }
         }
+    }
+
+    /// A change of one item that an engine runs itself, where it can (``StoredOperations``).
+    struct StoredChange: Sendable {
+        /// The engine's operation, at an instant.
+        let run: @Sendable (any StoredOperations, OperationInstant) throws -> StoredOutcome
+        /// The outcome of the change made, and the event it appended.
+        let done: String
+        let event: EventKind
+        /// Throws the refusal the change makes of the item as it is: the store's own words for a
+        /// refusal of the engine's.
+        let refuse: @Sendable (ItemRecord) throws -> Void
+    }
+
+    /// Runs `stored`, the engine's own form of `action`, on the item under `key`: as
+    /// ``change(_:_:stored:_:)`` does, the expiry it found due stays recorded when it refuses.
+    private static func storedChange(
+        _ stored: StoredChange, _ key: String, _ action: CountdownAction, _ operations: any StoredOperations,
+        _ tx: WriteTransaction, _ time: ClocksNow
+    ) throws -> Result<Countdown, CountdownError> {
+        let done = try stored.run(operations, OperationInstant(time))
+        guard let item = done.item else { throw CountdownError.notFound(key) }
+        let changed = done.outcome == stored.done
+        tx.noteStored(item, events: storedEvents(item, event: changed ? stored.event : nil, lateMs: done.lateMs, time))
+        if changed { return .success(item.countdown(at: time)) }
+        let refusal: CountdownError
+        do {
+            try Self.require(item, for: action)
+            try stored.refuse(item)
+            refusal = CountdownError(.storageFailure, "cannot \(action.name) \(quoted(key)): \(done.outcome)")
+        } catch let error as CountdownError {
+            refusal = error
+        }
+        // Nothing written: the transaction fails. An expiry recorded: it commits, the refusal returned.
+        if done.lateMs == nil { throw refusal }
+        return .failure(refusal)
     }
 
     /// Refuses `action` on an item in a state it does not accept (``CountdownAction/acceptedStates``),
@@ -402,7 +490,11 @@ extension CountdownStore {
     }
 
     static func cancelPlan(_ key: String) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
-        try change(key, .cancel) { item, tx, time in
+        let key = try Validate.key(key)
+        let stored = StoredChange(
+            run: { operations, instant in try operations.cancel(key: key, at: instant) }, done: "cancelled",
+            event: .cancelled, refuse: { _ in })
+        return try change(key, .cancel, stored: stored) { item, tx, time in
             try Self.require(item, for: .cancel)
             item.cancel(at: time)
             try tx.update(item)
@@ -446,9 +538,10 @@ extension CountdownStore {
     static func extendPlan(
         _ key: String, by amount: Duration
     ) throws(CountdownError) -> WritePlan<Result<Countdown, CountdownError>> {
+        let key = try Validate.key(key)
         let amountMs = try Validate.duration(amount, what: "extension")
-        return try change(key, .extend) { item, tx, time in
-            try Self.require(item, for: .extend)
+        // The duration `item` would have, or the refusal.
+        let extended: @Sendable (ItemRecord) throws -> Int64 = { item in
             let duration = (item.durationMs ?? 0) + amountMs
             guard duration <= Validate.maximumDurationMs else {
                 throw CountdownError(
@@ -461,6 +554,14 @@ extension CountdownStore {
                     "cannot extend \(quoted(item.key)) by \(amount): a debounced countdown never runs past its "
                         + "maximum wait (\(DurationText.format(milliseconds: maxWait)))")
             }
+            return duration
+        }
+        let stored = StoredChange(
+            run: { operations, instant in try operations.extend(key: key, byMs: amountMs, at: instant) },
+            done: "extended", event: .extended, refuse: { item in _ = try extended(item) })
+        return try change(key, .extend, stored: stored) { item, tx, time in
+            try Self.require(item, for: .extend)
+            let duration = try extended(item)
             item.changeDuration(by: amountMs, at: time)
             try tx.update(item)
             try tx.append(

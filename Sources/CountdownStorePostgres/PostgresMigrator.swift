@@ -50,7 +50,24 @@ enum PostgresMigrator {
                 [.text(migration.name)])
             if migration.name == last { break }
         }
+        if try applied(tx).contains(contractMigration) { try writeContractRow(tx) }
         _ = try FirstClockRow.write(tx, place: engine.place) { try tx.clockReading(firstReading) }
+    }
+
+    /// The migration that adds the SQL contract's functions and their `countdown_contract` row.
+    static let contractMigration = "0008_sql_contract.sql"
+
+    /// Writes what the SQL contract's functions need to know of this store that its schema's
+    /// name decides (its NOTIFY channel and its event writers' lock class), unless it is there
+    /// already: no write at all when nothing changed.
+    static func writeContractRow(_ tx: PostgresTransaction) throws {
+        let table = tx.engine.prefix + "countdown_contract"
+        try tx.run(
+            """
+            INSERT INTO \(table) AS c (id, channel, event_lock_class) VALUES (1, $1, $2::integer)
+            ON CONFLICT (id) DO UPDATE SET channel = excluded.channel, event_lock_class = excluded.event_lock_class
+            WHERE (c.channel, c.event_lock_class) IS DISTINCT FROM (excluded.channel, excluded.event_lock_class)
+            """, [.text(tx.engine.channel), .int(Int64(tx.engine.eventLockClass))])
     }
 
     /// Throws ``CountdownError/Code/schemaTooNew`` if the database records unknown migrations.

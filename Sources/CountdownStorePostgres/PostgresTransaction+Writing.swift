@@ -12,8 +12,11 @@ extension PostgresTransaction {
         // Sent unanswered: the body's first statement takes its answer, so a savepoint costs no
         // round trip of its own (a group commit puts each of its writes in one).
         try sendUnanswered("SAVEPOINT \(name)")
-        // Events the body appends are not inserted yet: rolling back drops them here.
-        let (pending, wakeUpBefore, soonestBefore) = (pendingEvents.count, wakeUp, soonestRead)
+        // Events the body appends are not inserted yet: rolling back drops them here. Those
+        // appended before it and inserted inside it (before an operation of the schema's own,
+        // whose events come after them) are queued again.
+        let (pendingBefore, flushesBefore) = (pendingEvents, eventFlushes)
+        let (wakeUpBefore, soonestBefore) = (wakeUp, soonestRead)
         do {
             let value = try body()
             try sendUnanswered("RELEASE SAVEPOINT \(name)")
@@ -23,7 +26,11 @@ extension PostgresTransaction {
             // anyway: the rollback below then fails too, and the commit rolls back).
             try? takeUnanswered()
             try? execute("ROLLBACK TO SAVEPOINT \(name)")
-            if pendingEvents.count > pending { pendingEvents.removeSubrange(pending...) }
+            if eventFlushes != flushesBefore {
+                pendingEvents = pendingBefore
+            } else if pendingEvents.count > pendingBefore.count {
+                pendingEvents.removeSubrange(pendingBefore.count...)
+            }
             (wakeUp, soonestRead) = (wakeUpBefore, soonestBefore)
             throw error
         }
@@ -201,6 +208,7 @@ extension PostgresTransaction {
     /// ``flushEvents()``; with `leavingLastUnanswered`, the last insert is sent without waiting
     /// for it (the COMMIT follows it).
     func flushEvents(leavingLastUnanswered: Bool) throws {
+        if !pendingEvents.isEmpty { eventFlushes += 1 }
         while !pendingEvents.isEmpty {
             // A statement binds at most 65,535 values: 1,000 events at a time.
             let count = min(pendingEvents.count, 1_000)

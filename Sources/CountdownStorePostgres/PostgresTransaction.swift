@@ -31,6 +31,9 @@ final class PostgresTransaction: RepositoryWriting, DatabaseClockReading, RowLoc
     var wakeUp: String?
     /// Events appended and not inserted yet: they go in together at the end (see ``flushEvents()``).
     var pendingEvents: [EventRecord] = []
+    /// How many times events were inserted: a savepoint rolled back after events appended before
+    /// it were inserted inside it queues them again.
+    var eventFlushes = 0
     /// Statements sent and not waited for (the BEGIN, a savepoint's SAVEPOINT and RELEASE, the
     /// last insert before the COMMIT): the connection runs them in order before the next one,
     /// whose wait takes their results first. No thread wakes up between them.

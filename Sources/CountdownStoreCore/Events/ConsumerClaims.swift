@@ -40,6 +40,19 @@ extension CountdownStore {
         noteClaims(of: name)
         let timeoutMs = max(1, configuration.claimTimeout.milliseconds)
         return try await writing(.consumer, notifies: false, leavingExpiriesToHolder: true) { tx, now in
+            if let stored = tx.storedOperations {
+                // The engine's own claim: the one other languages make.
+                let records = try stored.claim(
+                    consumer: name, claimant: claimant, maxEvents: Self.claimBatch,
+                    clockMs: self.claimClockMs(tx, now), timeoutMs: timeoutMs, wallMs: now.wall,
+                    kinds: filter.kinds.map { $0.map(\.rawValue).sorted() }, group: filter.group, key: filter.key)
+                guard !records.isEmpty else { return nil }
+                return records.map { record in
+                    var given = CountdownEvent(record)
+                    given.claimant = claimant
+                    return given
+                }
+            }
             // The consumer's row, locked: readers of one consumer claim one after another.
             guard let cursor = try tx.consumerCursor(name) else { return nil }
             var claims = try tx.consumerClaims(name)
@@ -137,6 +150,12 @@ extension CountdownStore {
     private func acknowledge(
         consumer name: String, eventID id: Int64, claimant: String?, _ tx: WriteTransaction, _ now: ClocksNow
     ) throws -> Bool {
+        if let claimant, let stored = tx.storedOperations {
+            // The engine's own acknowledgement, fenced: the one other languages make.
+            return try stored.acknowledge(
+                consumer: name, claimant: claimant, eventID: id, clockMs: claimClockMs(tx, now),
+                timeoutMs: max(1, configuration.claimTimeout.milliseconds), wallMs: now.wall)
+        }
         guard let cursor = try tx.consumerCursor(name) else { return false }
         var claims = try tx.consumerClaims(name)
         guard let claimant else {

@@ -94,6 +94,17 @@ final class WriteTransaction: RepositoryWriting, DatabaseClockReading, RowLockin
         events.forEach(note)
     }
 
+    // MARK: Operations the engine runs itself
+
+    /// The engine's own operations (``StoredOperations``), where it has them.
+    var storedOperations: (any StoredOperations)? { engineTransaction as? any StoredOperations }
+
+    /// Notes what one of the engine's own operations wrote: `item`, then `events`.
+    func noteStored(_ item: ItemRecord, events: [EventRecord]) {
+        note(item)
+        events.forEach(note)
+    }
+
     // MARK: Forwarded as they are
 
     func checkpoint() throws -> Checkpoint? { try engineTransaction.checkpoint() }
