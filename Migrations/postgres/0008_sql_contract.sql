@@ -281,6 +281,31 @@ BEGIN
 END
 $$;
 
+-- countdown_start_at with `when_active` 'keep' for each item of `items`, a JSON array of
+-- objects (key, duration_ms, group, payload or payload_base64, policy, rule, max_wait_ms): the
+-- starts a group commit of the library sends together, in one round trip. One row per item,
+-- numbered from 1 in the array's order.
+CREATE FUNCTION countdown_start_each_at(t countdown_instant, lock_class integer, items jsonb)
+RETURNS TABLE (ordinal bigint, outcome text, item countdowns, late_ms bigint)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    asked record;
+    started record;
+BEGIN
+    FOR asked IN SELECT e.value, e.ordinality FROM jsonb_array_elements(items) WITH ORDINALITY AS e LOOP
+        SELECT * INTO started FROM countdown_start_at(t, lock_class, asked.value ->> 'key',
+            (asked.value ->> 'duration_ms')::bigint, asked.value ->> 'group', asked.value ->> 'payload',
+            decode(asked.value ->> 'payload_base64', 'base64'), asked.value ->> 'policy', asked.value ->> 'rule',
+            (asked.value ->> 'max_wait_ms')::bigint, 'keep');
+        ordinal := asked.ordinality;
+        outcome := started.outcome;
+        item := started.item;
+        late_ms := started.late_ms;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
 -- Cancels the running or paused item under `item_key` at `t`, with its event.
 -- `outcome`: 'cancelled', 'not_found', or 'wrong_state' (`item` as it is, its due expiry
 -- recorded). `late_ms`: see countdown_item_for_change.

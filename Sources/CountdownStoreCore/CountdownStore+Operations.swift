@@ -283,20 +283,24 @@ extension CountdownStore {
         guard let item = done.item else {
             throw CountdownError(.storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
         }
-        let event: EventKind? =
-            switch (done.outcome, item.kind) {
-            case ("started", .stopwatch), ("replaced", .stopwatch): .stopwatchStarted
-            case ("started", _): .started
-            case ("replaced", _): .replaced
-            default: nil
-            }
+        let event = storedStartEvent(done.outcome, item)
         tx.noteStored(item, events: storedEvents(item, event: event, lateMs: done.lateMs, time))
         return (done.outcome, item)
     }
 
+    /// The event an engine's own start appended, by its outcome: none when it started nothing.
+    static func storedStartEvent(_ outcome: String, _ item: ItemRecord) -> EventKind? {
+        switch (outcome, item.kind) {
+        case ("started", .stopwatch), ("replaced", .stopwatch): .stopwatchStarted
+        case ("started", _): .started
+        case ("replaced", _): .replaced
+        default: nil
+        }
+    }
+
     /// The events an engine's own operation appended, as the metrics count them: the expiry it
     /// recorded first (when `lateMs` says it did), then its own.
-    private static func storedEvents(_ item: ItemRecord, event: EventKind?, lateMs: Int64?, _ time: ClocksNow)
+    static func storedEvents(_ item: ItemRecord, event: EventKind?, lateMs: Int64?, _ time: ClocksNow)
         -> [EventRecord]
     {
         var events: [EventRecord] = []

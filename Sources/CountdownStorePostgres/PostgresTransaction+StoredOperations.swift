@@ -33,24 +33,32 @@ extension PostgresTransaction: StoredOperations {
     private func runStored(
         _ function: String, _ arguments: String, _ instant: OperationInstant, _ values: [SQLValue]
     ) throws -> StoredOutcome {
+        guard let outcome = try runStoredRows(function, arguments, instant, values).first else {
+            throw CountdownError(.storageFailure, "\(function) returned no row")
+        }
+        return outcome
+    }
+
+    /// ``runStored(_:_:_:_:)`` for a function that returns a row for each item it took, in order.
+    private func runStoredRows(
+        _ function: String, _ arguments: String, _ instant: OperationInstant, _ values: [SQLValue]
+    ) throws -> [StoredOutcome] {
         try flushEvents()
         let sql =
             "SELECT \(Self.storedItemColumns), r.outcome, r.late_ms FROM \(schemaPrefix)\(function)("
             + instantArgument + ", $9::integer, " + arguments + ") AS r"
-        let rows = try run(sql, Self.values(instant) + [.int(Int64(engine.eventLockClass))] + values).rows
-        guard let row = rows.first else {
-            throw CountdownError(.storageFailure, "\(function) returned no row")
+        return try run(sql, Self.values(instant) + [.int(Int64(engine.eventLockClass))] + values).rows.map { row in
+            let cells = PostgresRecordRow(row)
+            let outcome = try cells.text(22)
+            let lateMs = try cells.optionalInt(23)
+            let item = try cells.isNull(0) ? nil : Self.item(row)
+            if let item {
+                // The lease holder, wherever it runs, wakes for a sooner deadline and for an expiry.
+                noteDeadline(item)
+                if lateMs != nil { wakeUp = "expired" }
+            }
+            return StoredOutcome(outcome: outcome, item: item, lateMs: lateMs)
         }
-        let cells = PostgresRecordRow(row)
-        let outcome = try cells.text(22)
-        let lateMs = try cells.optionalInt(23)
-        let item = try cells.isNull(0) ? nil : Self.item(row)
-        if let item {
-            // The lease holder, wherever it runs, wakes for a sooner deadline and for an expiry.
-            noteDeadline(item)
-            if lateMs != nil { wakeUp = "expired" }
-        }
-        return StoredOutcome(outcome: outcome, item: item, lateMs: lateMs)
     }
 
     func start(
@@ -63,6 +71,26 @@ extension PostgresTransaction: StoredOperations {
             instant,
             [.text(key), .int(durationMs), .text(group)] + Self.payloadValues(payload)
                 + [.text(policy.rawValue), .text(rule?.rawValue), .int(maxWaitMs), .text(whenActive)])
+    }
+
+    func start(each items: [ItemRecord], at instant: OperationInstant) throws -> [StoredOutcome] {
+        var asked: [[String: Any]] = []
+        asked.reserveCapacity(items.count)
+        for item in items {
+            var fields: [String: Any] = ["key": item.key, "policy": item.policy.rawValue]
+            fields["duration_ms"] = item.durationMs
+            fields["group"] = item.group
+            fields["rule"] = item.rule?.rawValue
+            fields["max_wait_ms"] = item.maxWaitMs
+            switch item.payload {
+            case .text(let text)?: fields["payload"] = text
+            case .bytes(let data)?: fields["payload_base64"] = data.base64EncodedString()
+            case nil: break
+            }
+            asked.append(fields)
+        }
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: asked), as: UTF8.self)
+        return try runStoredRows("countdown_start_each_at", "$10::jsonb", instant, [.text(json)])
     }
 
     func cancel(key: String, at instant: OperationInstant) throws -> StoredOutcome {

@@ -66,6 +66,9 @@ package protocol StoredOperations {
         key: String, durationMs: Int64?, group: String?, payload: CountdownPayload?, policy: CountdownPolicy,
         rule: CountdownRule?, maxWaitMs: Int64?, whenActive: String, at instant: OperationInstant
     ) throws -> StoredOutcome
+    /// Starts each of `items` together, as a start with `keep` each: one outcome for each, in
+    /// order. Only their key, duration, group, payload, policy and rule count.
+    func start(each items: [ItemRecord], at instant: OperationInstant) throws -> [StoredOutcome]
     /// Cancels the running or paused item under `key`.
     func cancel(key: String, at instant: OperationInstant) throws -> StoredOutcome
     /// Adds `byMs` to the duration of the active countdown under `key`, in a new generation.

@@ -293,6 +293,18 @@ extension CountdownStore {
         }
         guard !starts.isEmpty else { return }
         var items = starts.map { $0.1.item(now) }
+        if let stored = tx.storedOperations {
+            // The engine starts them itself, as it starts one (their events inserted already).
+            let done = try stored.start(each: items, at: OperationInstant(now))
+            for (position, (index, _)) in starts.enumerated() where position < done.count {
+                guard let item = done[position].item, let event = storedStartEvent(done[position].outcome, item)
+                else { continue }
+                tx.noteStored(item, events: storedEvents(item, event: event, lateMs: done[position].lateMs, now))
+                writes[index].keepStarted(item, now)
+                outcomes[index] = .success(())
+            }
+            return
+        }
         let inserted = try tx.insertNew(all: &items)
         for (position, (index, start)) in starts.enumerated() where inserted[position] {
             events.append(start.event(items[position], now))
