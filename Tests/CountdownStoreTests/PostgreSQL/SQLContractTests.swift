@@ -250,9 +250,15 @@ struct SQLContractTests {
 
     @Test("Random sequences of start, cancel and extend, each through SQL or Swift at random, with Swift's pause, resume and remove between, agree with the reference model")
     func bothPathsAgainstTheModel() async throws {
-        let sequences = ProcessInfo.processInfo.environment["COUNTDOWN_CONTRACT_SEQUENCES"].flatMap(Int.init) ?? 20
+        let environment = ProcessInfo.processInfo.environment
+        let sequences = environment["COUNTDOWN_CONTRACT_SEQUENCES"].flatMap(Int.init) ?? 20
+        // A failure names its sequence: COUNTDOWN_CONTRACT_FIRST=N COUNTDOWN_CONTRACT_SEQUENCES=1 replays it.
+        let first = environment["COUNTDOWN_CONTRACT_FIRST"].flatMap(Int.init) ?? 0
         let client = try PostgresFixtures.client()
-        for sequence in 0..<sequences {
+        var steps = 0
+        var refusals = 0
+        var viaSQL = 0
+        for sequence in first..<(first + sequences) {
             var random = SeededRandom(seed: UInt64(sequence) &* 0x9E37_79B9_7F4A_7C15 &+ 1)
             let (schema, store, _) = try await Self.shop()
             var model: [String: ModelItem] = [:]
@@ -326,6 +332,9 @@ struct SQLContractTests {
                     actual = await Self.swift { try await store.remove(key) }
                 }
                 log.append(description)
+                steps += 1
+                if case .refused = expected { refusals += 1 }
+                if path == .sql && choice <= 7 { viaSQL += 1 }
                 #expect(
                     actual == expected,
                     "sequence \(sequence) step \(step): \(description): got \(actual), the model says \(expected); steps: \(log)")
@@ -342,6 +351,11 @@ struct SQLContractTests {
             try await store.close()
             try await client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE"))
         }
+        let report =
+            "SQL contract: \(sequences) sequences, \(steps) steps (\(viaSQL) through SQL, \(refusals) refusals), "
+            + "every outcome and every item as the model says"
+        print(report)
+        if let file = environment["COUNTDOWN_RELIABILITY_REPORT"] { try? (report + "\n").appendLine(to: file) }
     }
 
     /// Applies `change` to the active item under `key` in the model: the item after it, or the
