@@ -282,25 +282,76 @@ END
 $$;
 
 -- countdown_start_at with `when_active` 'keep' for each item of `items`, a JSON array of
--- objects (key, duration_ms, group, payload or payload_base64, policy, rule, max_wait_ms): the
--- starts a group commit of the library sends together, in one round trip. One row per item,
--- numbered from 1 in the array's order.
+-- objects (key, duration_ms, group, payload or payload_base64, policy, rule, max_wait_ms), all
+-- keys different: the starts a group commit of the library sends together, in one round trip.
+-- The new keys go in together (one insert of the items, one of their events, in the array's
+-- order); each key that exists takes countdown_start_at. One row per item, numbered from 1 in
+-- the array's order.
 CREATE FUNCTION countdown_start_each_at(t countdown_instant, lock_class integer, items jsonb)
 RETURNS TABLE (ordinal bigint, outcome text, item countdowns, late_ms bigint)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
+    wall_delay bigint := countdown_start_delay(t, 'wall');
+    active_delay bigint := countdown_start_delay(t, 'active');
+    inserted countdowns[];
+    next_inserted integer := 1;
     asked record;
     started record;
 BEGIN
-    FOR asked IN SELECT e.value, e.ordinality FROM jsonb_array_elements(items) WITH ORDINALITY AS e LOOP
-        SELECT * INTO started FROM countdown_start_at(t, lock_class, asked.value ->> 'key',
-            (asked.value ->> 'duration_ms')::bigint, asked.value ->> 'group', asked.value ->> 'payload',
-            decode(asked.value ->> 'payload_base64', 'base64'), asked.value ->> 'policy', asked.value ->> 'rule',
-            (asked.value ->> 'max_wait_ms')::bigint, 'keep');
+    WITH wanted AS (
+        SELECT a.ordinality AS position, a.value ->> 'key' AS key, a.value ->> 'group' AS group_name,
+               (a.value ->> 'duration_ms')::bigint AS duration_ms, a.value ->> 'policy' AS policy,
+               a.value ->> 'payload' AS payload, decode(a.value ->> 'payload_base64', 'base64') AS payload_bytes,
+               a.value ->> 'rule' AS rule, (a.value ->> 'max_wait_ms')::bigint AS max_wait_ms
+        FROM jsonb_array_elements(items) WITH ORDINALITY AS a
+    ), placed AS (
+        SELECT w.*,
+               t.active_ms + CASE w.policy WHEN 'active' THEN active_delay ELSE 0 END AS start_offset_ms,
+               t.gap_ms + CASE w.policy WHEN 'wall' THEN wall_delay ELSE 0 END AS gap_at_start_ms
+        FROM wanted AS w
+    ), added AS (
+        INSERT INTO countdowns AS c (key, group_name, kind, policy, state, duration_ms, generation,
+            start_offset_ms, gap_at_start_ms, started_at_ms, paused_ms, deadline_ms, payload, payload_bytes,
+            updated_at_ms, rule, max_wait_ms)
+        SELECT p.key, p.group_name, CASE WHEN p.duration_ms IS NULL THEN 'stopwatch' ELSE 'countdown' END,
+            p.policy, 'running', p.duration_ms,
+            greatest(1, coalesce((SELECT r.generation + 1 FROM countdown_retired_keys AS r WHERE r.key = p.key), 0)),
+            p.start_offset_ms, p.gap_at_start_ms, t.wall_ms, 0,
+            p.start_offset_ms + CASE p.policy WHEN 'wall' THEN p.gap_at_start_ms ELSE 0 END + p.duration_ms,
+            p.payload, p.payload_bytes, t.wall_ms, p.rule, p.max_wait_ms
+        FROM placed AS p ORDER BY p.position
+        ON CONFLICT (key) DO NOTHING
+        RETURNING c.*
+    )
+    SELECT array_agg(a ORDER BY w.position) INTO inserted FROM added AS a JOIN wanted AS w ON w.key = a.key;
+    IF inserted IS NOT NULL THEN
+        PERFORM countdown_lock_event_writer(lock_class);
+        INSERT INTO countdown_events (kind, key, group_name, generation, at_ms, detail)
+        SELECT CASE WHEN n.kind = 'stopwatch' THEN 'stopwatch_started' ELSE 'started' END, n.key, n.group_name,
+               n.generation, t.wall_ms,
+               CASE WHEN n.duration_ms IS NULL THEN NULL
+                    WHEN n.max_wait_ms IS NULL THEN '{"duration_ms":' || n.duration_ms || '}'
+                    ELSE '{"duration_ms":' || n.duration_ms || ',"max_wait_ms":' || n.max_wait_ms || '}' END
+        FROM unnest(inserted) WITH ORDINALITY AS n ORDER BY n.ordinality;
+    END IF;
+    -- The inserted items are in the array's order: each is the next one asked that went in.
+    FOR asked IN SELECT a.value, a.ordinality FROM jsonb_array_elements(items) WITH ORDINALITY AS a LOOP
         ordinal := asked.ordinality;
-        outcome := started.outcome;
-        item := started.item;
-        late_ms := started.late_ms;
+        IF next_inserted <= coalesce(array_length(inserted, 1), 0)
+            AND (inserted[next_inserted]).key = asked.value ->> 'key' THEN
+            item := inserted[next_inserted];
+            next_inserted := next_inserted + 1;
+            outcome := 'started';
+            late_ms := NULL;
+        ELSE
+            SELECT * INTO started FROM countdown_start_at(t, lock_class, asked.value ->> 'key',
+                (asked.value ->> 'duration_ms')::bigint, asked.value ->> 'group', asked.value ->> 'payload',
+                decode(asked.value ->> 'payload_base64', 'base64'), asked.value ->> 'policy', asked.value ->> 'rule',
+                (asked.value ->> 'max_wait_ms')::bigint, 'keep');
+            outcome := started.outcome;
+            item := started.item;
+            late_ms := started.late_ms;
+        END IF;
         RETURN NEXT;
     END LOOP;
 END

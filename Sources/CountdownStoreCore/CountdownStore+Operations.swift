@@ -201,7 +201,10 @@ extension CountdownStore {
         }
         let batch = valid
         return WritePlan(.start, grouped: false) { tx, time in
-            try batch.indices.map { index in
+            if let stored = tx.storedOperations {
+                return try Self.storedStart(batch, whenActive: whenActive, stored, tx, time)
+            }
+            return try batch.indices.map { index in
                 try Self.start(batch[index], whenActive: whenActive, tx, time, lastWrite: index == batch.count - 1)
             }
         }
@@ -296,6 +299,37 @@ extension CountdownStore {
         case ("replaced", _): .replaced
         default: nil
         }
+    }
+
+    /// Starts `batch` with the engine's own operation, a thousand items to a round trip; an
+    /// active key is refused, kept or replaced as `whenActive` says.
+    private static func storedStart(
+        _ batch: [ValidRequest], whenActive: WhenActive, _ stored: any StoredOperations, _ tx: WriteTransaction,
+        _ time: ClocksNow
+    ) throws -> [Countdown] {
+        var started: [Countdown] = []
+        started.reserveCapacity(batch.count)
+        for first in stride(from: 0, to: batch.count, by: 1_000) {
+            let chunk = batch[first..<min(batch.count, first + 1_000)]
+            let done = try stored.start(each: chunk.map { newItem($0, time) }, at: OperationInstant(time))
+            for (request, outcome) in zip(chunk, done) {
+                guard var item = outcome.item else {
+                    throw CountdownError(
+                        .storageFailure, "countdown \(quoted(request.key)) could be neither inserted nor read")
+                }
+                let event = storedStartEvent(outcome.outcome, item)
+                tx.noteStored(item, events: storedEvents(item, event: event, lateMs: outcome.lateMs, time))
+                if outcome.outcome == "kept" {
+                    switch whenActive {
+                    case .refuse: throw alreadyActive(request.key, item)
+                    case .keep: break
+                    case .replace: item = try storedStart(request, whenActive: .replace, stored, tx, time).1
+                    }
+                }
+                started.append(item.countdown(at: time))
+            }
+        }
+        return started
     }
 
     /// The events an engine's own operation appended, as the metrics count them: the expiry it

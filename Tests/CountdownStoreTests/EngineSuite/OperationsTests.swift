@@ -152,6 +152,11 @@ struct OperationsTests {
         let again = try await store.start(requests, whenActive: .keep)
         #expect(again.allSatisfy { $0.generation == 1 })
         #expect(try await events(store).count == 1000, "keep writes no event")
+        let replaced = try await store.start(Array(requests.prefix(3)), whenActive: .replace)
+        #expect(replaced.map(\.generation) == [2, 2, 2] && replaced.map(\.key) == ["k0", "k1", "k2"])
+        await expectError(.alreadyActive) { try await store.start(Array(requests.suffix(2) + requests.prefix(1))) }
+        #expect(try await store.countdown("k0")?.generation == 2)
+        #expect(try await events(store).count == 1003, "a refused batch changes nothing")
     }
 
     @Test("Prune removes old ended items and acknowledged old events only", arguments: TestEngine.all)
