@@ -4,7 +4,7 @@ import Testing
 @testable import CountdownStoreCore
 @testable import CountdownStoreSQLite
 
-@Suite("Event delivery")
+@Suite("Event delivery", .timeLimit(.minutes(5)))
 struct DeliveryTests {
     /// Takes the next `count` events of `events`.
     private func take(_ count: Int, from events: CountdownEvents) async throws -> [CountdownEvent] {

@@ -14,7 +14,7 @@ import Testing
 ///
 /// Size: `COUNTDOWN_CONTRACT_SEQUENCES` random sequences through both paths (20 in CI), and 120
 /// expiries consumed by two Python processes, one of them killed.
-@Suite("SQL contract on PostgreSQL", .serialized)
+@Suite("SQL contract on PostgreSQL", .serialized, .timeLimit(.minutes(10)))
 struct SQLContractTests {
     let hostLogger = Logger(label: "host")
 
