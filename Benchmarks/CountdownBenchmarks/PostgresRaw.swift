@@ -135,14 +135,34 @@ enum PostgresRaw {
         }
     }
 
-    /// Inserts `count` countdowns and their start events in one transaction.
+    /// Inserts `count` countdowns and their start events in one transaction, set-based: 10,000
+    /// at a time, the items with one `INSERT … SELECT` of `unnest`ed arrays and their events
+    /// with a second one in the same statement (as fast as the server takes rows).
     static func bulkInsert(
         _ client: PostgresClient, prefix: String, keyPrefix: String, count: Int, groups: Int, nowMs: Int64, logger: Logger
     ) async throws {
-        let statements = Statements(prefix: prefix)
+        let sql = """
+            WITH items AS (
+                INSERT INTO \(prefix)countdowns (key, group_name, kind, policy, state, duration_ms, generation,
+                    start_offset_ms, gap_at_start_ms, started_at_ms, paused_ms, deadline_ms, updated_at_ms)
+                SELECT u.key, u.group_name, 'countdown', 'wall', 'running', u.duration_ms, 1, 0, 0, $4, 0,
+                    u.duration_ms, $4
+                FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u(key, group_name, duration_ms, o)
+                ORDER BY u.o
+                RETURNING key, group_name, duration_ms
+            )
+            INSERT INTO \(prefix)countdown_events (kind, key, group_name, generation, at_ms, detail)
+            SELECT 'started', key, group_name, 1, $4, '{"duration_ms":' || duration_ms || '}' FROM items
+            """
         try await client.withTransaction(logger: logger) { connection in
-            for index in 0..<count {
-                try await statements.start(connection, keyPrefix: keyPrefix, index: index, groups: groups, nowMs: nowMs, logger: logger)
+            for first in stride(from: 0, to: count, by: 10_000) {
+                let indices = first..<min(count, first + 10_000)
+                var bindings = PostgresBindings(capacity: 4)
+                bindings.append(indices.map { "\(keyPrefix)\($0)" })
+                bindings.append(indices.map { "g\($0 % groups)" })
+                bindings.append(indices.map { Int64(3_600_000 + $0) })
+                bindings.append(nowMs)
+                try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
             }
         }
     }

@@ -286,7 +286,7 @@ $$;
 -- keys different: the starts a group commit of the library sends together, in one round trip.
 -- The new keys go in together (one insert of the items, one of their events, in the array's
 -- order); each key that exists takes countdown_start_at. One row per item, numbered from 1 in
--- the array's order.
+-- the array's order (the rows come in no order: sort them by `ordinal`).
 CREATE FUNCTION countdown_start_each_at(t countdown_instant, lock_class integer, items jsonb)
 RETURNS TABLE (ordinal bigint, outcome text, item countdowns, late_ms bigint)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -294,7 +294,7 @@ DECLARE
     wall_delay bigint := countdown_start_delay(t, 'wall');
     active_delay bigint := countdown_start_delay(t, 'active');
     inserted countdowns[];
-    next_inserted integer := 1;
+    placed_at bigint[];
     asked record;
     started record;
 BEGIN
@@ -323,7 +323,8 @@ BEGIN
         ON CONFLICT (key) DO NOTHING
         RETURNING c.*
     )
-    SELECT array_agg(a ORDER BY w.position) INTO inserted FROM added AS a JOIN wanted AS w ON w.key = a.key;
+    SELECT array_agg(a ORDER BY w.position), array_agg(w.position ORDER BY w.position) INTO inserted, placed_at
+    FROM added AS a JOIN wanted AS w ON w.key = a.key;
     IF inserted IS NOT NULL THEN
         PERFORM countdown_lock_event_writer(lock_class);
         INSERT INTO countdown_events (kind, key, group_name, generation, at_ms, detail)
@@ -334,24 +335,33 @@ BEGIN
                     ELSE '{"duration_ms":' || n.duration_ms || ',"max_wait_ms":' || n.max_wait_ms || '}' END
         FROM unnest(inserted) WITH ORDINALITY AS n ORDER BY n.ordinality;
     END IF;
-    -- The inserted items are in the array's order: each is the next one asked that went in.
-    FOR asked IN SELECT a.value, a.ordinality FROM jsonb_array_elements(items) WITH ORDINALITY AS a LOOP
+    -- The items inserted, then each key that exists (as it alone would take it).
+    -- (Read in one pass: taking the items out of the array one subscript at a time would walk
+    -- it from its start each time.)
+    RETURN QUERY SELECT placed_at[u.n], 'started'::text,
+        ROW(u.id, u.key, u.group_name, u.kind, u.policy, u.state, u.duration_ms, u.generation, u.start_offset_ms,
+            u.gap_at_start_ms, u.started_at_ms, u.paused_ms, u.paused_at_ms, u.deadline_ms, u.final_elapsed_ms,
+            u.ended_at_ms, u.expired_at_ms, u.payload, u.payload_bytes, u.updated_at_ms, u.rule,
+            u.max_wait_ms)::countdowns,
+        NULL::bigint
+        FROM unnest(inserted) WITH ORDINALITY AS u(id, key, group_name, kind, policy, state, duration_ms, generation,
+            start_offset_ms, gap_at_start_ms, started_at_ms, paused_ms, paused_at_ms, deadline_ms, final_elapsed_ms,
+            ended_at_ms, expired_at_ms, payload, payload_bytes, updated_at_ms, rule, max_wait_ms, n);
+    IF coalesce(array_length(inserted, 1), 0) = jsonb_array_length(items) THEN
+        RETURN;
+    END IF;
+    FOR asked IN
+        SELECT a.value, a.ordinality FROM jsonb_array_elements(items) WITH ORDINALITY AS a
+        WHERE a.ordinality <> ALL (coalesce(placed_at, '{}'))
+    LOOP
+        SELECT * INTO started FROM countdown_start_at(t, lock_class, asked.value ->> 'key',
+            (asked.value ->> 'duration_ms')::bigint, asked.value ->> 'group', asked.value ->> 'payload',
+            decode(asked.value ->> 'payload_base64', 'base64'), asked.value ->> 'policy', asked.value ->> 'rule',
+            (asked.value ->> 'max_wait_ms')::bigint, 'keep');
         ordinal := asked.ordinality;
-        IF next_inserted <= coalesce(array_length(inserted, 1), 0)
-            AND (inserted[next_inserted]).key = asked.value ->> 'key' THEN
-            item := inserted[next_inserted];
-            next_inserted := next_inserted + 1;
-            outcome := 'started';
-            late_ms := NULL;
-        ELSE
-            SELECT * INTO started FROM countdown_start_at(t, lock_class, asked.value ->> 'key',
-                (asked.value ->> 'duration_ms')::bigint, asked.value ->> 'group', asked.value ->> 'payload',
-                decode(asked.value ->> 'payload_base64', 'base64'), asked.value ->> 'policy', asked.value ->> 'rule',
-                (asked.value ->> 'max_wait_ms')::bigint, 'keep');
-            outcome := started.outcome;
-            item := started.item;
-            late_ms := started.late_ms;
-        END IF;
+        outcome := started.outcome;
+        item := started.item;
+        late_ms := started.late_ms;
         RETURN NEXT;
     END LOOP;
 END

@@ -41,12 +41,13 @@ extension PostgresTransaction: StoredOperations {
 
     /// ``runStored(_:_:_:_:)`` for a function that returns a row for each item it took, in order.
     private func runStoredRows(
-        _ function: String, _ arguments: String, _ instant: OperationInstant, _ values: [SQLValue]
+        _ function: String, _ arguments: String, _ instant: OperationInstant, _ values: [SQLValue],
+        orderedBy order: String? = nil
     ) throws -> [StoredOutcome] {
         try flushEvents()
         let sql =
             "SELECT \(Self.storedItemColumns), r.outcome, r.late_ms FROM \(schemaPrefix)\(function)("
-            + instantArgument + ", $9::integer, " + arguments + ") AS r"
+            + instantArgument + ", $9::integer, " + arguments + ") AS r" + (order.map { " ORDER BY " + $0 } ?? "")
         return try run(sql, Self.values(instant) + [.int(Int64(engine.eventLockClass))] + values).rows.map { row in
             let cells = PostgresRecordRow(row)
             let outcome = try cells.text(22)
@@ -74,23 +75,49 @@ extension PostgresTransaction: StoredOperations {
     }
 
     func start(each items: [ItemRecord], at instant: OperationInstant) throws -> [StoredOutcome] {
-        var asked: [[String: Any]] = []
-        asked.reserveCapacity(items.count)
-        for item in items {
-            var fields: [String: Any] = ["key": item.key, "policy": item.policy.rawValue]
-            fields["duration_ms"] = item.durationMs
-            fields["group"] = item.group
-            fields["rule"] = item.rule?.rawValue
-            fields["max_wait_ms"] = item.maxWaitMs
+        // The JSON written by hand: Foundation's serializer took longer than the server's insert.
+        var json = "["
+        json.reserveCapacity(items.count * 96)
+        for (index, item) in items.enumerated() {
+            if index > 0 { json += "," }
+            json += "{\"key\":"
+            Self.appendJSONString(item.key, to: &json)
+            json += ",\"policy\":\"\(item.policy.rawValue)\""
+            if let duration = item.durationMs { json += ",\"duration_ms\":\(duration)" }
+            if let group = item.group {
+                json += ",\"group\":"
+                Self.appendJSONString(group, to: &json)
+            }
+            if let rule = item.rule { json += ",\"rule\":\"\(rule.rawValue)\"" }
+            if let maxWait = item.maxWaitMs { json += ",\"max_wait_ms\":\(maxWait)" }
             switch item.payload {
-            case .text(let text)?: fields["payload"] = text
-            case .bytes(let data)?: fields["payload_base64"] = data.base64EncodedString()
+            case .text(let text)?:
+                json += ",\"payload\":"
+                Self.appendJSONString(text, to: &json)
+            case .bytes(let data)?: json += ",\"payload_base64\":\"\(data.base64EncodedString())\""
             case nil: break
             }
-            asked.append(fields)
+            json += "}"
         }
-        let json = String(decoding: try JSONSerialization.data(withJSONObject: asked), as: UTF8.self)
-        return try runStoredRows("countdown_start_each_at", "$10::jsonb", instant, [.text(json)])
+        json += "]"
+        return try runStoredRows(
+            "countdown_start_each_at", "$10::jsonb", instant, [.text(json)], orderedBy: "r.ordinal")
+    }
+
+    /// `text` as a JSON string: quotes, backslashes and control characters escaped.
+    static func appendJSONString(_ text: String, to json: inout String) {
+        json += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": json += "\\\""
+            case "\\": json += "\\\\"
+            case _ where scalar.value < 0x20:
+                json += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+                    + String(scalar.value, radix: 16)
+            default: json.unicodeScalars.append(scalar)
+            }
+        }
+        json += "\""
     }
 
     func cancel(key: String, at instant: OperationInstant) throws -> StoredOutcome {

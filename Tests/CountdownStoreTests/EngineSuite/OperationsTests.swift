@@ -157,6 +157,17 @@ struct OperationsTests {
         await expectError(.alreadyActive) { try await store.start(Array(requests.suffix(2) + requests.prefix(1))) }
         #expect(try await store.countdown("k0")?.generation == 2)
         #expect(try await events(store).count == 1003, "a refused batch changes nothing")
+        // Text that needs escaping on its way (a batch travels to PostgreSQL as JSON), and bytes.
+        let oddKey = "q\"uo\\te 🎉 ü"
+        let oddText = "line\n\t\"x\"\\ \u{1} é"
+        let odd = try await store.start([
+            .countdown(oddKey, duration: .seconds(5), group: "g\"r\\", policy: .active, payload: .text(oddText)),
+            .stopwatch("bytes", payload: .bytes(Data([0, 1, 34, 92, 255]))),
+        ])
+        #expect(odd[0].key == oddKey && odd[0].group == "g\"r\\" && odd[0].policy == .active)
+        #expect(odd[0].payload == .text(oddText) && odd[1].payload == .bytes(Data([0, 1, 34, 92, 255])))
+        #expect(try await store.countdown(oddKey) == odd[0])
+        #expect(try await store.countdown("bytes")?.payload == .bytes(Data([0, 1, 34, 92, 255])))
     }
 
     @Test("Prune removes old ended items and acknowledged old events only", arguments: TestEngine.all)
