@@ -54,6 +54,8 @@ public final class CountdownStore: Sendable {
         var readers = 0
         /// The named consumers this instance found unread for too long and said so.
         var staleConsumers: Set<String> = []
+        /// Where the next expiry batch of a backlog goes on visiting groups (``GroupRotation``).
+        var groupRotation = GroupRotation()
     }
 
     /// A store on `engine`, whose database is already migrated and has its clock row.

@@ -38,6 +38,7 @@ package final class SQLStatements: Sendable {
     private let selectEvents: String
     /// `SELECT` of the items' columns (and, on PostgreSQL, the bytes of a binary payload).
     private let selectItems: String
+    private let runningGroups: String
     /// Reads of items by key, by (ordered, locking), for one key and for a whole chunk.
     private let itemsByOneKey: [Bool: [Bool: String]]
     private let itemsByWholeChunk: [Bool: [Bool: String]]
@@ -71,6 +72,7 @@ package final class SQLStatements: Sendable {
         selectEvents = render(Self.selectEvents)
         let selectItems = render(Self.selectItems)
         self.selectItems = selectItems
+        runningGroups = render(Self.runningGroups)
         func byKey(count: Int) -> [Bool: [Bool: String]] {
             Dictionary(
                 uniqueKeysWithValues: [false, true].map { ordered in
@@ -345,6 +347,92 @@ package final class SQLStatements: Sendable {
 
     private static let deleteEventRange: SQL =
         "DELETE FROM \(table: "countdown_events") WHERE id >= \(arg: 1) AND id <= \(arg: 2)"
+
+    // MARK: Due countdowns by group
+
+    /// The most groups one read of due countdowns by group binds (PostgreSQL).
+    package static let groupsPerStatement = 64
+
+    /// The groups of running countdowns after `after` (`""`: from the first), in group order, at
+    /// most `limit`: rows of `group_name, due`, `due` 1 when one of the group's countdowns is due
+    /// by `dueBy`. A skip scan of the index by group: one seek a group, and one a group for its
+    /// soonest deadline on each timeline.
+    package func runningGroups(after: String, limit: Int, dueBy: SoonestDeadlines) -> SQLStatement {
+        SQLStatement(
+            runningGroups,
+            [
+                .text(after), .int(Int64(limit)), .int(dueBy.wall ?? Int64.min),
+                .int(dueBy.active ?? Int64.min),
+            ])
+    }
+
+    /// The running countdowns of `policy` of `group` (`nil`: of no group) due by `deadline`, the
+    /// oldest first, at most `limit`; on PostgreSQL, `locking` them and skipping those another
+    /// writer holds.
+    package func dueInGroup(
+        policy: CountdownPolicy, dueBy deadline: Int64, group: String?, limit: Int, locking: Bool = false
+    ) -> SQLStatement {
+        let sql: SQL =
+            "\(raw: selectItems)\(sqlite: " INDEXED BY countdowns_running_by_group")"
+            + " WHERE state = 'running' AND deadline_ms IS NOT NULL AND "
+            + (group == nil ? "group_name IS NULL" : "group_name = ")
+        var arguments: [SQLValue] = []
+        var text = sql.rendered(for: dialect)
+        if let group {
+            arguments.append(.text(group))
+            text += dialect.placeholder(1, numbered: true)
+        }
+        let next = arguments.count + 1
+        text +=
+            " AND policy = \(dialect.placeholder(next, numbered: true))"
+            + " AND deadline_ms <= \(dialect.placeholder(next + 1, numbered: true))"
+            + " ORDER BY deadline_ms, key LIMIT \(dialect.placeholder(next + 2, numbered: true))"
+            + (locking && dialect.engine == .postgres ? " FOR UPDATE SKIP LOCKED" : "")
+        arguments += [.text(policy.rawValue), .int(deadline), .int(Int64(limit))]
+        return SQLStatement(text, arguments)
+    }
+
+    /// PostgreSQL: the running countdowns of `policy` due by `deadline` in each of `groups`, the
+    /// oldest first in each, at most `limit` of each, in one statement; `locking` them and
+    /// skipping those another writer holds.
+    package func dueInGroups(
+        policy: CountdownPolicy, dueBy deadline: Int64, groups: ArraySlice<String>, limit: Int, locking: Bool
+    ) -> SQLStatement {
+        let names = (0..<groups.count).map { "(\(dialect.placeholder($0 + 4, numbered: true))::text)" }
+        let text =
+            "SELECT c.* FROM (VALUES \(names.joined(separator: ", "))) AS g(name) CROSS JOIN LATERAL ("
+            + selectItems
+            + " WHERE state = 'running' AND deadline_ms IS NOT NULL AND group_name = g.name AND policy = $1"
+            + " AND deadline_ms <= $2 ORDER BY deadline_ms, key LIMIT $3"
+            + (locking ? " FOR UPDATE SKIP LOCKED" : "") + ") AS c"
+        return SQLStatement(
+            text, [.text(policy.rawValue), .int(deadline), .int(Int64(limit))] + groups.map { .text($0) },
+            reused: groups.count == Self.groupsPerStatement)
+    }
+
+    /// The skip scan of ``runningGroups(after:limit:dueBy:)``.
+    private static let runningGroups: SQL = """
+        WITH RECURSIVE visited(name, n) AS (
+            SELECT (SELECT group_name FROM \(table: "countdowns")\(sqlite: " INDEXED BY countdowns_running_by_group")
+                    WHERE state = 'running' AND deadline_ms IS NOT NULL AND group_name > \(arg: 1, as: "text")
+                    ORDER BY group_name LIMIT 1), 1
+            UNION ALL
+            SELECT (SELECT c.group_name FROM \(table: "countdowns") AS c\
+        \(sqlite: " INDEXED BY countdowns_running_by_group")
+                    WHERE c.state = 'running' AND c.deadline_ms IS NOT NULL AND c.group_name > v.name
+                    ORDER BY c.group_name LIMIT 1), v.n + 1
+            FROM visited AS v WHERE v.name IS NOT NULL AND v.n < \(arg: 2, as: "bigint"))
+        SELECT name, CASE WHEN EXISTS (
+                SELECT 1 FROM \(table: "countdowns") AS d\(sqlite: " INDEXED BY countdowns_running_by_group")
+                WHERE d.state = 'running' AND d.deadline_ms IS NOT NULL AND d.group_name = visited.name
+                    AND d.policy = 'wall' AND d.deadline_ms <= \(arg: 3, as: "bigint"))
+            OR EXISTS (
+                SELECT 1 FROM \(table: "countdowns") AS d\(sqlite: " INDEXED BY countdowns_running_by_group")
+                WHERE d.state = 'running' AND d.deadline_ms IS NOT NULL AND d.group_name = visited.name
+                    AND d.policy = 'active' AND d.deadline_ms <= \(arg: 4, as: "bigint"))
+            THEN 1 ELSE 0 END
+        FROM visited WHERE name IS NOT NULL
+        """
 
     // MARK: Items by key
 

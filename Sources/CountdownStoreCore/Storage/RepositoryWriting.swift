@@ -62,6 +62,15 @@ package protocol RepositoryWriting: RepositoryReading {
     /// to record their expiries: locked until the transaction ends where writers run side by
     /// side, skipping rows another writer has locked (it is recording them).
     func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord]
+    /// The groups of running countdowns after `after` (`""`: from the first), in group order, at
+    /// most `limit`, each with whether one of its countdowns is due by `dueBy` (on a timeline
+    /// without a deadline there, none is): one seek a group, however many countdowns it holds.
+    func runningGroups(after: String, limit: Int, dueBy: SoonestDeadlines) throws -> [(name: String, due: Bool)]
+    /// Running countdowns of one policy due by `deadline` in each of `groups` (`nil`: those of no
+    /// group), in deadline order within each, at most `limit` of each: locked as
+    /// ``dueForExpiry(policy:dueBy:limit:)`` locks them.
+    func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, groups: [String?], limit: Int) throws
+        -> [ItemRecord]
     /// Deletes at most `limit` expired and cancelled items that ended before `cutoffMs`, oldest
     /// first, keeping each key's last generation in `countdown_retired_keys` as `delete` does;
     /// returns how many.

@@ -159,6 +159,14 @@ final class WriteTransaction: RepositoryWriting, DatabaseClockReading, RowLockin
     func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, limit: Int) throws -> [ItemRecord] {
         try engineTransaction.dueForExpiry(policy: policy, dueBy: deadline, limit: limit)
     }
+    func runningGroups(after: String, limit: Int, dueBy: SoonestDeadlines) throws -> [(name: String, due: Bool)] {
+        try engineTransaction.runningGroups(after: after, limit: limit, dueBy: dueBy)
+    }
+    func dueForExpiry(policy: CountdownPolicy, dueBy deadline: Int64, groups: [String?], limit: Int) throws
+        -> [ItemRecord]
+    {
+        try engineTransaction.dueForExpiry(policy: policy, dueBy: deadline, groups: groups, limit: limit)
+    }
     func deleteItems(endedBefore cutoffMs: Int64, at nowMs: Int64, limit: Int) throws -> Int {
         try engineTransaction.deleteItems(endedBefore: cutoffMs, at: nowMs, limit: limit)
     }

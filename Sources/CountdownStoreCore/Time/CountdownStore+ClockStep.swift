@@ -95,7 +95,7 @@ extension CountdownStore {
             // The holder's ticker records them: all that are due stay the backlog.
             (expired, backlog) = ([], due)
         } else {
-            (expired, backlog) = try Self.recordDueExpiries(tx, now, on: due, limit: expiryLimit)
+            (expired, backlog) = try Self.recordDueExpiries(tx, now, on: due, limit: expiryLimit, rotation: state)
         }
         guard moves else {
             remember(checkpoint, leaseExpiry: lease.expiresAtMs)
