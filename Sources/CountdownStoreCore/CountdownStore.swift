@@ -56,6 +56,8 @@ public final class CountdownStore: Sendable {
         var staleConsumers: Set<String> = []
         /// Where the next expiry batch of a backlog goes on visiting groups (``GroupRotation``).
         var groupRotation = GroupRotation()
+        /// When a reader of each named consumer last claimed others' events to pass them (boot ms).
+        var othersPassed: [String: Int64] = [:]
     }
 
     /// A store on `engine`, whose database is already migrated and has its clock row.

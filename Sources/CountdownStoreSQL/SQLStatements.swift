@@ -28,6 +28,8 @@ package final class SQLStatements: Sendable {
     private let deleteRetiredKeys: String
     private let eventsAfter: String
     private let eventsAfterThrough: String
+    private let eventsOfKind: String
+    private let eventsOfGroupAndKind: String
     private let lastEventID: String
     private let lastEventIDThrough: String
     private let recentEvents: String
@@ -63,6 +65,8 @@ package final class SQLStatements: Sendable {
         deleteRetiredKeys = render(Self.deleteRetiredKeys)
         eventsAfter = render(Self.eventsAfter(through: false))
         eventsAfterThrough = render(Self.eventsAfter(through: true))
+        eventsOfKind = render(Self.eventsOfKind)
+        eventsOfGroupAndKind = render(Self.eventsOfGroupAndKind)
         lastEventID = render(Self.lastEventID(through: false))
         lastEventIDThrough = render(Self.lastEventID(through: true))
         recentEvents = render(Self.recentEvents)
@@ -288,6 +292,17 @@ package final class SQLStatements: Sendable {
         return SQLStatement(eventsAfterThrough, [.int(id), .int(Int64(limit)), .int(horizon)])
     }
 
+    /// The events of `kind` (and of `group` when given) after `id` and up to `last`, by ID, at
+    /// most `limit`: a range of the index by kind, or by group and kind.
+    package func events(kind: String, group: String?, after id: Int64, through last: Int64, limit: Int)
+        -> SQLStatement
+    {
+        guard let group else {
+            return SQLStatement(eventsOfKind, [.text(kind), .int(id), .int(last), .int(Int64(limit))])
+        }
+        return SQLStatement(eventsOfGroupAndKind, [.text(group), .text(kind), .int(id), .int(last), .int(Int64(limit))])
+    }
+
     /// The last event ID (0 before the first), up to `horizon` when there is one: rows of one integer.
     package func lastEventID(through horizon: Int64?) -> SQLStatement {
         guard let horizon else { return SQLStatement(lastEventID) }
@@ -329,6 +344,19 @@ package final class SQLStatements: Sendable {
         "\(SQLStatements.selectEvents) WHERE id > \(arg: 1)" + (through ? " AND id <= \(arg: 3)" : "")
             + " ORDER BY id LIMIT \(arg: 2)"
     }
+
+    private static let eventsOfKind: SQL = """
+        SELECT \(SQLStatements.eventColumns) FROM \(table: "countdown_events")\
+        \(sqlite: " INDEXED BY countdown_events_by_kind")
+        WHERE kind = \(arg: 1) AND id > \(arg: 2) AND id <= \(arg: 3) ORDER BY id LIMIT \(arg: 4)
+        """
+
+    private static let eventsOfGroupAndKind: SQL = """
+        SELECT \(SQLStatements.eventColumns) FROM \(table: "countdown_events")\
+        \(sqlite: " INDEXED BY countdown_events_by_group")
+        WHERE group_name = \(arg: 1) AND kind = \(arg: 2) AND id > \(arg: 3) AND id <= \(arg: 4)
+        ORDER BY id LIMIT \(arg: 5)
+        """
 
     private static func lastEventID(through: Bool) -> SQL {
         "SELECT coalesce(max(id), 0) FROM \(table: "countdown_events")" + (through ? " WHERE id <= \(arg: 1)" : "")

@@ -21,6 +21,35 @@ extension SQLTransaction {
         try first(statements.lastEventID(through: try prepareEventReads(byID: true))) { try $0.int(0) } ?? 0
     }
 
+    package func events(kinds: [String]?, group: String?, after id: Int64, through last: Int64?, limit: Int)
+        throws -> (records: [EventRecord], readThrough: Int64)
+    {
+        let horizon = try prepareEventReads(byID: true)
+        var upper = min(last ?? .max, horizon ?? .max)
+        if upper == .max { upper = try lastEventID() }
+        guard upper > id else { return ([], id) }
+        guard kinds != nil || group != nil else {
+            let records = try all(statements.events(after: id, through: upper, limit: limit), eventRecord)
+            return (records, records.count == limit ? records.last?.id ?? upper : upper)
+        }
+        // One range of an index for each kind, merged by ID: what every kind has up to the first
+        // range that was cut at `limit` is read in full.
+        var found: [EventRecord] = []
+        var cut = upper
+        for kind in kinds ?? EventKind.allCases.map(\.rawValue) {
+            let records = try all(
+                statements.events(kind: kind, group: group, after: id, through: upper, limit: limit), eventRecord)
+            if records.count == limit, let lastID = records.last?.id { cut = min(cut, lastID) }
+            found += records
+        }
+        found = found.filter { ($0.id ?? 0) <= cut }.sorted { ($0.id ?? 0) < ($1.id ?? 0) }
+        if found.count >= limit {
+            found.removeSubrange(limit...)
+            cut = found.last?.id ?? cut
+        }
+        return (found, cut)
+    }
+
     package func deleteEvents(before cutoffMs: Int64, throughID: Int64, limit: Int) throws -> (
         deleted: Int, more: Bool
     ) {

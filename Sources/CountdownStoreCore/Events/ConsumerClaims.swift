@@ -18,6 +18,13 @@ extension CountdownStore {
     /// How many events a reader claims at a time, at most.
     static let claimBatch = 512
 
+    /// How many events of other kinds or groups a reader of some kinds or of one group lets pass
+    /// before it claims them as handled, to move its cursor past them.
+    static let othersPassedAtOnce: Int64 = 4096
+    /// How often, at most, a reader of some kinds or of one group moves its cursor past fewer
+    /// others' events than ``othersPassedAtOnce``.
+    static let othersPassedEveryMs: Int64 = 500
+
     /// The next events for the reader `claimant` of the consumer `name`: the unacknowledged rest
     /// of a claim that ran out, or else a new claim on the events after every other claim. Each
     /// event carries its claimant, so that its acknowledgement is fenced to the claim.
@@ -28,12 +35,32 @@ extension CountdownStore {
     ) async throws(CountdownError) -> [CountdownEvent]? {
         // A read first, so that an idle reader polls without writing; a reader told of a
         // change (events written, as likely as not) claims at once.
-        if probing {
+        // A reader of some kinds or of one group always looks first, through the indexes: the
+        // changes that wake it are mostly other kinds' and other groups' events.
+        if probing || filter.readsByIndex {
             let claimable = try await reading(events: true) { tx, now in
                 let claims = try tx.consumerClaims(name)
                 let clockMs = self.claimClockMs(tx, now)
                 if claims.contains(where: { !$0.complete && $0.claimedUntilMs <= clockMs }) { return true }
-                return try tx.lastEventID() > Self.claimedThrough(claims, cursor: try tx.consumerCursor(name) ?? 0)
+                let after = Self.claimedThrough(claims, cursor: try tx.consumerCursor(name) ?? 0)
+                let last = try tx.lastEventID()
+                guard filter.readsByIndex else { return last > after }
+                // Its own events; or others', to move its cursor past them (a cursor held back
+                // looks behind, and holds retention back): at once past 4,096 of them, else at
+                // most once every half second.
+                if last - after >= Self.othersPassedAtOnce || (last > after && self.passesOthers(name)) {
+                    return true
+                }
+                if try !tx.events(kinds: filter.kindNames, group: filter.group, after: after, through: last, limit: 1)
+                    .records.isEmpty
+                {
+                    return true
+                }
+                guard !probing else { return false }
+                // Told of a change: a claim also records the expiries that came due while no
+                // ticker holds the lease (as every write does), which may be this reader's.
+                let (_, lease, soonest) = try tx.clocks()
+                return soonest.anyDue(at: now) && !(lease.holder != nil && lease.expiresAtMs > now.wall)
             }
             guard claimable else { return nil }
         }
@@ -45,7 +72,7 @@ extension CountdownStore {
                 let records = try stored.claim(
                     consumer: name, claimant: claimant, maxEvents: Self.claimBatch,
                     clockMs: self.claimClockMs(tx, now), timeoutMs: timeoutMs, wallMs: now.wall,
-                    kinds: filter.kinds.map { $0.map(\.rawValue).sorted() }, group: filter.group, key: filter.key)
+                    kinds: filter.kindNames, group: filter.group, key: filter.key)
                 guard !records.isEmpty else { return nil }
                 return records.map { record in
                     var given = CountdownEvent(record)
@@ -58,23 +85,28 @@ extension CountdownStore {
             var claims = try tx.consumerClaims(name)
             let clockMs = self.claimClockMs(tx, now)
             let records: [EventRecord]
+            // Every event up to this one was read (those of other kinds and groups skipped).
+            let readThrough: Int64
             let index: Int
             if let lapsed = claims.firstIndex(where: { !$0.complete && $0.claimedUntilMs <= clockMs }) {
                 // Its reader died or is stuck: the rest of its range goes to this one.
                 index = lapsed
                 let claim = claims[index]
-                records = try tx.events(afterID: claim.ackedThrough, limit: Int(claim.lastID - claim.ackedThrough))
-                    .filter { ($0.id ?? 0) <= claim.lastID }
+                (records, readThrough) = try tx.events(
+                    kinds: filter.kindNames, group: filter.group, after: claim.ackedThrough, through: claim.lastID,
+                    limit: Self.claimBatch)
             } else {
                 let after = Self.claimedThrough(claims, cursor: cursor)
-                records = try tx.events(afterID: after, limit: Self.claimBatch)
-                guard let last = records.last?.id else { return nil }
+                (records, readThrough) = try tx.events(
+                    kinds: filter.kindNames, group: filter.group, after: after, through: nil, limit: Self.claimBatch)
+                guard readThrough > after else { return nil }
                 claims.append(
                     ConsumerClaim(
-                        consumer: name, firstID: after + 1, lastID: last, ackedThrough: after, claimant: claimant,
-                        claimedUntilMs: 0))
+                        consumer: name, firstID: after + 1, lastID: readThrough, ackedThrough: after,
+                        claimant: claimant, claimedUntilMs: 0))
                 index = claims.count - 1
             }
+            let readAll = readThrough >= claims[index].lastID
             // The items are read without locks: this transaction holds the consumer's row, and
             // writers lock items before they come to it (every write records due expiries first).
             let events = try self.capabilities.withoutRowLocks(in: tx) {
@@ -88,17 +120,22 @@ extension CountdownStore {
             claims[index].claimedUntilMs = clockMs + timeoutMs
             if let last = events.last, claims[index].lastID > last.id {
                 // The range ends at its last event for a reader: the rest is left for the next
-                // claim, or, behind a lapsed claim, handled (nothing there for a reader).
+                // claim, or, behind a lapsed claim, a claim of its own, handled as far as it was
+                // read (nothing there for a reader) and free for the next reader to go on.
                 if index < claims.count - 1 {
-                    let handled = ConsumerClaim(
+                    let rest = ConsumerClaim(
                         consumer: name, firstID: last.id + 1, lastID: claims[index].lastID,
-                        ackedThrough: claims[index].lastID, claimant: claimant, claimedUntilMs: clockMs)
-                    try tx.save(handled)
-                    claims.append(handled)
+                        ackedThrough: min(readThrough, claims[index].lastID), claimant: claimant,
+                        claimedUntilMs: clockMs)
+                    try tx.save(rest)
+                    claims.append(rest)
                 }
                 claims[index].lastID = last.id
             } else if events.isEmpty {
-                claims[index].ackedThrough = claims[index].lastID  // nothing for a reader: handled
+                // Nothing for a reader: handled as far as it was read; the rest of a lapsed
+                // claim stays free for the next reader.
+                claims[index].ackedThrough = min(readThrough, claims[index].lastID)
+                if !readAll { claims[index].claimedUntilMs = clockMs }
             }
             try tx.save(claims[index])
             try Self.moveCursor(name, claims, stored: cursor, atLeast: cursor, tx, now)
@@ -212,6 +249,17 @@ extension CountdownStore {
                     try tx.save(claim)
                 }
             }
+        }
+    }
+
+    /// Whether a reader of `consumer` that found no event of its own may claim others' now, to
+    /// move the cursor past them: at most once every ``othersPassedEveryMs`` on this instance.
+    private func passesOthers(_ consumer: String) -> Bool {
+        let nowMs = configuration.clock.bootMilliseconds
+        return state.withLock { memory in
+            if let last = memory.othersPassed[consumer], nowMs - last < Self.othersPassedEveryMs { return false }
+            memory.othersPassed[consumer] = nowMs
+            return true
         }
     }
 

@@ -138,6 +138,15 @@ public struct EventFilter: Sendable, Hashable {
             && (key == nil || record.key == key)
     }
 
+    /// Whether a reader reads through the indexes by kind and by group: a filter on kinds or a group.
+    var readsByIndex: Bool { kinds != nil || group != nil }
+
+    /// The kinds as the store writes them, sorted; every kind for a filter on a group alone.
+    var kindNames: [String]? {
+        if let kinds { return kinds.map(\.rawValue).sorted() }
+        return group == nil ? nil : EventKind.allCases.map(\.rawValue)
+    }
+
     func validated() throws(CountdownError) -> EventFilter {
         EventFilter(
             kinds: kinds, group: try Validate.group(group),

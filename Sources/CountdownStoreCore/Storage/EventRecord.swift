@@ -1,7 +1,7 @@
 import Foundation
 
 /// What an event records.
-package enum EventKind: String, Sendable {
+package enum EventKind: String, Sendable, CaseIterable {
     case started, stopwatchStarted = "stopwatch_started", replaced
     case paused, resumed, cancelled, restarted, extended, shortened, postponed, expired, removed
     case hostSuspended = "host_suspended", hostResumed = "host_resumed"

@@ -35,6 +35,13 @@ package protocol RepositoryReading {
     /// At most `limit` events of `listing`, in its order.
     func events(_ listing: EventListing, limit: Int) throws -> [EventRecord]
     func lastEventID() throws -> Int64
+    /// The events after `id` of `kinds` and of `group` (`nil`: any), by ID, at most `limit`, up
+    /// to `last` (`nil`: every event there is), read through the indexes by kind and by group:
+    /// never the events of other kinds or groups. Returns them, and the ID through which every
+    /// such event was read (past the last one returned when none comes before the next).
+    func events(kinds: [String]?, group: String?, after id: Int64, through last: Int64?, limit: Int) throws -> (
+        records: [EventRecord], readThrough: Int64
+    )
     /// The last generation of `key` before it was removed, if it ever was.
     func retiredGeneration(key: String) throws -> Int64?
     /// Named consumers with their cursors and the instant each last moved.

@@ -121,6 +121,11 @@ final class WriteTransaction: RepositoryWriting, DatabaseClockReading, RowLockin
         try engineTransaction.events(listing, limit: limit)
     }
     func lastEventID() throws -> Int64 { try engineTransaction.lastEventID() }
+    func events(kinds: [String]?, group: String?, after id: Int64, through last: Int64?, limit: Int) throws -> (
+        records: [EventRecord], readThrough: Int64
+    ) {
+        try engineTransaction.events(kinds: kinds, group: group, after: id, through: last, limit: limit)
+    }
     func retiredGeneration(key: String) throws -> Int64? { try engineTransaction.retiredGeneration(key: key) }
     func consumers() throws -> [(name: String, cursor: Int64, updatedAtMs: Int64)] { try engineTransaction.consumers() }
     func items(keys: [String]) throws -> [ItemRecord] { try engineTransaction.items(keys: keys) }

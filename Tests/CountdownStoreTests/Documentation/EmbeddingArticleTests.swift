@@ -576,7 +576,7 @@ struct EmbeddingArticleTests {
         // Opened again: nothing to migrate; the countdown is still there.
         let (dbPool, countdowns) = try openAppDatabase(at: path)
         let migrations = try await dbPool.read { db in try String.fetchAll(db, sql: "SELECT name FROM countdown_migrations") }
-        #expect(migrations == ["0001_core_tables.sql", "0002_views.sql", "0003_listing_indexes.sql", "0004_expiry_at_query_time.sql", "0005_consumer_claims.sql", "0006_retention.sql", "0007_active_until_lease_end.sql", "0008_rules.sql"])
+        #expect(migrations == ["0001_core_tables.sql", "0002_views.sql", "0003_listing_indexes.sql", "0004_expiry_at_query_time.sql", "0005_consumer_claims.sql", "0006_retention.sql", "0007_active_until_lease_end.sql", "0008_rules.sql", "0009_events_by_kind_and_group.sql"])
         #expect(try await countdowns.countdown("user-1-resend-code")?.state == .running)
         try await countdowns.close()
         try dbPool.close()

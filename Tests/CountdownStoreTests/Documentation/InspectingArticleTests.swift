@@ -129,7 +129,7 @@ struct InspectingArticleTests {
         #expect(consumer["name"] as String == "mailer" && consumer["expiries_after_cursor"] as Int == 0)
         // Migrations, in order.
         #expect(try rows("FROM countdown_migrations").map { $0["name"] as String }
-            == ["0001_core_tables.sql", "0002_views.sql", "0003_listing_indexes.sql", "0004_expiry_at_query_time.sql", "0005_consumer_claims.sql", "0006_retention.sql", "0007_active_until_lease_end.sql", "0008_rules.sql"])
+            == ["0001_core_tables.sql", "0002_views.sql", "0003_listing_indexes.sql", "0004_expiry_at_query_time.sql", "0005_consumer_claims.sql", "0006_retention.sql", "0007_active_until_lease_end.sql", "0008_rules.sql", "0009_events_by_kind_and_group.sql"])
         // A removed key keeps its generation.
         let retired = try rows("FROM countdown_retired_keys")
         #expect(retired.map { $0["key"] as String } == ["otp:alice"] && retired.first?["generation"] as Int? == 2)
