@@ -166,7 +166,7 @@ struct CountdownBenchmarksCommand: AsyncParsableCommand {
         try await add("mass expiry") { try await benchmarks.massExpiry(try massSettings()) }
         try await add("mass catch-up") { try await benchmarks.massCatchUp(try massSettings()) }
         try await add("mass prune") { try await benchmarks.massPrune(try massSettings()) }
-        try await add("mass fairness") { try await benchmarks.smallGroupBesideBacklog() }
+        try await add("mass fairness") { try await benchmarks.smallGroupsBesideBacklog() }
         // The cost curve, in its long form only when asked by name (it builds a store of ten million).
         if quick || only.contains(where: { "curve".contains($0) || $0.contains("curve") }) {
             let curveSizes = self.curveSizes.isEmpty ? (quick ? [2_000, 10_000] : [10_000, 100_000, 1_000_000, 10_000_000]) : self.curveSizes

@@ -38,6 +38,13 @@ struct MassPlace {
 }
 
 /// What a real `countdown run --consumer sale` delivered, and what the processes beside it saw.
+/// `countdown prune` of the drained countdowns beside `countdown run` and the other processes.
+struct PrunePhase {
+    var seconds: Double
+    var succeeded: Bool
+    var beside: BesideSummary
+}
+
 struct MassRun {
     var count: Int
     /// How many of the `count` keys were read (each once or more).
@@ -60,6 +67,8 @@ struct MassRun {
     /// What went wrong with `countdown run` (it ended early, delivered too little in time, or
     /// did not stop as asked), if anything.
     var runProblems: [String]
+    /// The prune phase after the drain, when it ran.
+    var prune: PrunePhase? = nil
 
     var failures: Int { beside.failures + runProblems.count }
 }
@@ -332,6 +341,12 @@ enum Mass {
             let seen = await tally.wait(until: from + limit) { peak = child.peakResidentKiB ?? peak }
             peak = child.peakResidentKiB ?? peak
             let besides = await beside.stop()
+            // The prune phase: with `countdown run` still holding the lease, `countdown prune`
+            // deletes every ended countdown, the writer, reader and tool processes beside it.
+            var prune: PrunePhase?
+            if origin != nil, seen.complete != nil {
+                prune = try await prunePhase(place: place, count: count, settings: settings, log: log)
+            }
             // A run that ended early or delivered too little is a figure of the case (a failure),
             // not the end of the benchmark.
             var problems: [String] = []
@@ -359,10 +374,36 @@ enum Mass {
                 count: count, delivered: seen.distinct, firstMs: seen.first.map { ($0 - from).seconds * 1e3 } ?? .infinity,
                 firstLateMs: firstLate, allSeconds: seen.complete.map { ($0 - from).seconds } ?? .infinity, perSecond: perSecond,
                 duplicates: seen.duplicates, beside: besides, peakMiB: peak.map { Double($0) / 1024 },
-                runProblems: problems)
+                runProblems: problems, prune: prune)
         } catch {
             child.killGroup()
             throw error
+        }
+    }
+
+    /// `countdown prune --older-than 1ms` as a process of its own, beside the writer, the reader and
+    /// the tool processes (and the `countdown run` still going): how long it took, what it
+    /// deleted, and how long the others waited.
+    static func prunePhase(place: MassPlace, count: Int, settings: MassSettings, log: (String) -> Void) async throws
+        -> PrunePhase
+    {
+        try await Beside.with(db: place.db, folder: settings.folder, tag: "\(count)-prune") { beside in
+            beside.go()
+            let started = ContinuousClock.now
+            let child = try Child(
+                settings.tool, ["prune", "--older-than", "1ms", "--db", place.db],
+                stderrPath: settings.folder.appendingPathComponent("prune-\(count).log").path, stdin: false,
+                onOutput: nil)
+            let status = await child.wait(upTo: settings.timeout(for: count, at: place))
+            let seconds = (ContinuousClock.now - started).seconds
+            let summary = await beside.stop()
+            if status != 0 {
+                child.killGroup()
+                log("  countdown prune: status \(status.map(String.init) ?? "none in time"); \(child.stderrTail)")
+            }
+            log(String(format: "  prune beside countdown run: %.1f s", seconds))
+            summary.log("prune", log)
+            return PrunePhase(seconds: seconds, succeeded: status == 0, beside: summary)
         }
     }
 
@@ -428,7 +469,22 @@ enum Mass {
             Figure(
                 name: "\(title): peak memory of countdown run", n: n, ours: ours.peakMiB ?? .nan, raw: nil, unit: "MiB",
                 target: .atMost(64)),
-        ]
+        ] + (ours.prune.map { prune in
+            [
+                Figure(
+                    name: "\(title), then pruned beside countdown run: ended countdowns deleted", n: n,
+                    ours: prune.succeeded ? Double(n) / prune.seconds : 0, raw: nil, unit: "items/s", target: .unjudged),
+                Figure(
+                    name: "\(title), then pruned: longest read of another process", n: n, ours: prune.beside.reader.longestMs,
+                    raw: nil, unit: "ms", target: .atMost(50)),
+                Figure(
+                    name: "\(title), then pruned: slowest countdown start process beside", n: n,
+                    ours: prune.beside.toolStart.longestMs, raw: nil, unit: "ms", target: .atMost(100)),
+                Figure(
+                    name: "\(title), then pruned: slowest countdown show process beside", n: n,
+                    ours: prune.beside.toolShow.longestMs, raw: nil, unit: "ms", target: .atMost(100)),
+            ]
+        } ?? [])
     }
 
     /// What the log shows of a run beside its figures.

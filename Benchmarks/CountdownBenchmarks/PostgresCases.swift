@@ -47,7 +47,7 @@ struct PostgresBenchmarks {
     /// The names `--only` selects the cases by.
     static let caseNames = [
         "postgres single", "postgres bulk", "postgres concurrent", "postgres next", "postgres soonest", "postgres expiring",
-        "postgres cross-host", "postgres mass expiry", "postgres host transaction",
+        "postgres cross-host", "postgres mass expiry", "postgres mass fairness", "postgres host transaction",
     ]
 
     /// What to do to run the PostgreSQL cases, printed when no server was given.
@@ -115,6 +115,7 @@ struct PostgresBenchmarks {
                 + (try await crossHost(wakeUps: .pollOnly, count: sizes.crossHostPolling, p50: 1100, p99: 1100))
         }
         try await add("postgres mass expiry") { try await massExpiry(try mass()) }
+        try await add("postgres mass fairness") { try await smallGroupsBesideBacklog() }
         guard ["postgres next", "postgres soonest", "postgres expiring"].contains(where: wanted) else { return }
         log("· building a PostgreSQL store of \(sizes.stored) items…")
         let large = try await largeStore()
@@ -506,6 +507,25 @@ struct PostgresBenchmarks {
         return Figure(
             name: "PostgreSQL: expiring due items (state and events)", n: count, ours: oursRate, raw: rawRate, unit: "rows/s",
             target: .atLeastRatio(0.5))
+    }
+
+    // MARK: - Fairness
+
+    /// `sizes.mass` due at one instant in one group, ten small groups beside it, then a hundred
+    /// groups of one beside it (see `Fairness`), each in a schema of its own.
+    func smallGroupsBesideBacklog() async throws -> [Figure] {
+        var figures: [Figure] = []
+        for (name, label, groups) in [
+            ("fair_ten", "ten groups of five", Fairness.tenGroups),
+            ("fair_hundred", "a hundred groups of one", Fairness.hundredGroups),
+        ] {
+            let store = try await open(try await emptyStore(name))
+            let run = try await Fairness.run(
+                store, label: label, count: sizes.mass, groups: groups, timeout: .seconds(900), log: log)
+            try await store.close()
+            figures += Fairness.figures("fairness, PostgreSQL:", run)
+        }
+        return figures
     }
 
     // MARK: - Mass expiry

@@ -11,15 +11,7 @@ CREATE INDEX countdown_events_by_group
     ON countdown_events (group_name, kind, id)
     WHERE group_name IS NOT NULL;
 
--- Whether `e` is an expiry of a generation its key has moved on from (a removal is not one).
-CREATE FUNCTION countdown_superseded(e countdown_events) RETURNS boolean
-LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
-    SELECT e.kind = 'expired' AND e.generation IS NOT NULL AND e.generation < coalesce(
-        (SELECT c.generation FROM countdowns AS c WHERE c.key = e.key),
-        (SELECT r.generation FROM countdown_retired_keys AS r WHERE r.key = e.key),
-        e.generation)
-$$;
-
+-- countdown_claim_at as part 8 wrote it, reading a reader's kinds through the indexes above.
 CREATE OR REPLACE FUNCTION countdown_claim_at(
     consumer_name text, claimant_name text, max_events integer, clock_ms bigint, timeout_ms bigint,
     at_wall_ms bigint, lock_class integer, event_kinds text[], event_group text, event_key text)
@@ -69,13 +61,19 @@ BEGIN
             SELECT max((s.e).id), array_agg(s.e ORDER BY (s.e).id) FILTER (WHERE
                        (event_group IS NULL OR (s.e).group_name = event_group)
                        AND (event_key IS NULL OR (s.e).key = event_key)
-                       AND NOT countdown_superseded(s.e))
+                       AND NOT ((s.e).kind = 'expired' AND (s.e).generation IS NOT NULL AND (s.e).generation < coalesce(
+                           (SELECT c.generation FROM countdowns AS c WHERE c.key = (s.e).key),
+                           (SELECT r.generation FROM countdown_retired_keys AS r WHERE r.key = (s.e).key),
+                           (s.e).generation)))
             INTO read_last, given
             FROM (SELECT v FROM countdown_events AS v WHERE v.id > after_id AND v.id <= range_last
                   ORDER BY v.id LIMIT max_events) AS s(e);
         ELSIF event_group IS NULL THEN
             SELECT count(*), max((s.e).id), array_agg(s.e ORDER BY (s.e).id) FILTER (WHERE
-                       (event_key IS NULL OR (s.e).key = event_key) AND NOT countdown_superseded(s.e))
+                       (event_key IS NULL OR (s.e).key = event_key) AND NOT ((s.e).kind = 'expired' AND (s.e).generation IS NOT NULL AND (s.e).generation < coalesce(
+                           (SELECT c.generation FROM countdowns AS c WHERE c.key = (s.e).key),
+                           (SELECT r.generation FROM countdown_retired_keys AS r WHERE r.key = (s.e).key),
+                           (s.e).generation)))
             INTO read_count, read_max, given
             FROM (SELECT r.v FROM unnest(event_kinds) AS k(kind) CROSS JOIN LATERAL (
                       SELECT v FROM countdown_events AS v
@@ -85,7 +83,10 @@ BEGIN
             read_last := CASE WHEN read_count >= max_events THEN read_max ELSE range_last END;
         ELSE
             SELECT count(*), max((s.e).id), array_agg(s.e ORDER BY (s.e).id) FILTER (WHERE
-                       (event_key IS NULL OR (s.e).key = event_key) AND NOT countdown_superseded(s.e))
+                       (event_key IS NULL OR (s.e).key = event_key) AND NOT ((s.e).kind = 'expired' AND (s.e).generation IS NOT NULL AND (s.e).generation < coalesce(
+                           (SELECT c.generation FROM countdowns AS c WHERE c.key = (s.e).key),
+                           (SELECT r.generation FROM countdown_retired_keys AS r WHERE r.key = (s.e).key),
+                           (s.e).generation)))
             INTO read_count, read_max, given
             FROM (SELECT r.v FROM unnest(event_kinds) AS k(kind) CROSS JOIN LATERAL (
                       SELECT v FROM countdown_events AS v

@@ -34,6 +34,8 @@ public final class CountdownStore: Sendable {
     package let groups: WriteGroups
     /// What this instance keeps in memory: the clocks it handed out, the lease, its readers.
     let state = Locked(MemoryState())
+    /// The engine's upkeep, shared by the work that needs it at once: a running ticker, a prune.
+    let upkeep = Locked(SharedUpkeep())
     /// What the store reports through swift-metrics.
     let metrics: StoreMetrics
 

@@ -88,7 +88,10 @@ extension CountdownStore {
         if visited.count < budget, !start.isEmpty {
             // Past the last group: the visit goes on from the first, up to where it started.
             let wrapped = try tx.runningGroups(after: "", limit: budget - visited.count, dueBy: dueBy)
-            let before = wrapped.prefix { $0.name <= start }
+            // Up to the first group visited already (compared by name alone: the database's
+            // collation orders them).
+            let seen = Set(visited.map(\.name))
+            let before = wrapped.prefix { !seen.contains($0.name) }
             visited += before
             if before.count == wrapped.count, visited.count == budget { next = visited.last?.name ?? "" }
         }

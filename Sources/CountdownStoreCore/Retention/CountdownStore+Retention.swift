@@ -36,14 +36,37 @@ extension CountdownStore {
 
     /// Deletes in batches: ended items older than `endedItemsMs`, events older than `eventsMs`
     /// and passed by every consumer that holds retention back, then retired keys (`nil`: keep).
+    ///
+    /// With the engine's upkeep running meanwhile (a running ticker's, or one for this prune),
+    /// as a ticker's backlog has it: on a store's own SQLite file, the log is folded in beside the
+    /// batches and started over when it grows, rather than growing by all of them. A log grown by
+    /// a million deletions (near a gigabyte) is folded in whole by the last connection to close
+    /// the file, which holds every other process back meanwhile, opening included.
     private func prune(
         endedItemsMs: Int64?, eventsMs: Int64?, progress: (@Sendable (PruneResult) -> Void)?
+    ) async throws(CountdownError) -> PruneResult {
+        // Without it (it could not start), the prune goes on as it would on a host's file.
+        let upkeep = (try? await startUpkeep()) ?? nil
+        do {
+            let result = try await prune(
+                endedItemsMs: endedItemsMs, eventsMs: eventsMs, progress: progress,
+                spacing: BatchSpacing(upkeep: upkeep))
+            if upkeep != nil { await releaseUpkeep() }
+            return result
+        } catch {
+            if upkeep != nil { await releaseUpkeep() }
+            throw error
+        }
+    }
+
+    private func prune(
+        endedItemsMs: Int64?, eventsMs: Int64?, progress: (@Sendable (PruneResult) -> Void)?, spacing: BatchSpacing
     ) async throws(CountdownError) -> PruneResult {
         let retention = configuration.retention
         let batch = max(1, retention.batchSize)
         let staleMs = retention.staleConsumer.map { max(1, $0.milliseconds) }
         var total = PruneResult(items: 0, events: 0)
-        var spacing = BatchSpacing()
+        var spacing = spacing
         let cutoffs = try await reading { _, now in
             (items: endedItemsMs.map { now.wall - $0 }, events: eventsMs.map { now.wall - $0 }, now: now.wall)
         }
@@ -132,10 +155,13 @@ extension CountdownStore {
     /// Between batches of a deletion: a pause for other processes' writes after every fourth
     /// (a batch of deletions is short: four of them hold the lock for a few milliseconds).
     private struct BatchSpacing {
+        /// The engine's upkeep, told of each batch (it may hold the next one briefly).
+        let upkeep: (any EngineUpkeep)?
         var batches = 0
 
         mutating func next(_ store: CountdownStore) async {
             batches += 1
+            await upkeep?.betweenBatches()
             if batches % 4 == 0 { await store.leaveWritesToOthers() } else { await Task.yield() }
         }
     }

@@ -38,8 +38,80 @@ extension CountdownStore {
         }
     }
 
-    /// Starts the engine's upkeep for a ticker that starts running.
-    func startUpkeep() throws(CountdownError) -> (any EngineUpkeep)? {
-        try translatingErrorsNow(path: path) { try capabilities.upkeep?.startUpkeep() }
+    /// The engine's upkeep (on a store's own SQLite file, its log checkpointer) for work that
+    /// writes in batches: a ticker that starts running, a prune. One runs at a time for a store
+    /// instance, shared by all that need it, started by the first and stopped by the last to let
+    /// it go (``releaseUpkeep()``); a start waits for the stop of the one before.
+    func startUpkeep() async throws(CountdownError) -> (any EngineUpkeep)? {
+        guard capabilities.upkeep != nil else { return nil }
+        while true {
+            enum Step {
+                case shared(any EngineUpkeep)
+                case waitFor(SharedUpkeep.Stopping)
+                case start
+            }
+            let step = upkeep.withLock { shared -> Step in
+                if let stopping = shared.stopping { return .waitFor(stopping) }
+                if let running = shared.running {
+                    shared.holders += 1
+                    return .shared(running)
+                }
+                return .start
+            }
+            switch step {
+            case .shared(let running): return running
+            case .waitFor(let stopping):
+                // The last one's stop is under way: the next starts after it.
+                await stopping.task.value
+                upkeep.withLock { shared in
+                    if shared.stopping === stopping { shared.stopping = nil }
+                }
+                continue
+            case .start: break
+            }
+            let started = try translatingErrorsNow(path: path) { try capabilities.upkeep?.startUpkeep() }
+            guard let started else { return nil }
+            let kept = upkeep.withLock { shared -> (any EngineUpkeep)? in
+                guard shared.running == nil, shared.stopping == nil else { return nil }
+                shared.running = started
+                shared.holders = 1
+                return started
+            }
+            if let kept { return kept }
+            // Another caller started one meanwhile: this one goes, and the shared one serves.
+            await started.stop()
+        }
     }
+
+    /// Lets go of the upkeep ``startUpkeep()`` gave: the last to let go stops it.
+    func releaseUpkeep() async {
+        let stopping = upkeep.withLock { shared -> SharedUpkeep.Stopping? in
+            guard let running = shared.running else { return nil }
+            shared.holders -= 1
+            guard shared.holders <= 0 else { return nil }
+            shared.running = nil
+            shared.holders = 0
+            let stopping = SharedUpkeep.Stopping(task: Task { await running.stop() })
+            shared.stopping = stopping
+            return stopping
+        }
+        guard let stopping else { return }
+        await stopping.task.value
+        upkeep.withLock { shared in
+            if shared.stopping === stopping { shared.stopping = nil }
+        }
+    }
+}
+
+/// The engine's upkeep a store instance runs, and how many hold it.
+struct SharedUpkeep {
+    /// A stop under way.
+    final class Stopping: Sendable {
+        let task: Task<Void, Never>
+        init(task: Task<Void, Never>) { self.task = task }
+    }
+
+    var running: (any EngineUpkeep)?
+    var holders = 0
+    var stopping: Stopping?
 }

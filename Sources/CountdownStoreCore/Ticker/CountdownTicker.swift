@@ -114,7 +114,7 @@ public final class CountdownTicker: Service, Sendable {
                 state.completedPasses = 0
             }
         }
-        let upkeep = try store.startUpkeep()
+        let upkeep = try await store.startUpkeep()
         state.withLock { $0.upkeep = upkeep }
         let store = self.store
         let logger = store.configuration.logger
@@ -165,8 +165,8 @@ public final class CountdownTicker: Service, Sendable {
             break
         }
         stop.start()  // after a failure, the stop begins now
-        if let upkeep {
-            _ = await BoundedWait.result(of: Task { await upkeep.stop() }, by: stop, passingCancellation: false)
+        if upkeep != nil {
+            _ = await BoundedWait.result(of: Task { await store.releaseUpkeep() }, by: stop, passingCancellation: false)
         }
         state.withLock { $0.upkeep = nil }
         if let failure {
