@@ -92,6 +92,7 @@ enum Fairness {
                     if seen % 1_000 == 0 || seen == count { try await consumer.acknowledge(through: event.id) }
                     if seen == count { break }
                 }
+                // The first expiry, with when the last arrived.
                 return first.map { [($0, Date())] } ?? []
             }
             tasks.addTask {
@@ -107,14 +108,15 @@ enum Fairness {
             tasks.cancelAll()
             return all
         }
-        let end = Date()
         ticking.cancel()
         _ = await ticking.result
         var small: [(dueMs: Int64, recordedMs: Double, deliveredMs: Double)] = []
         var saleFirst: CountdownEvent?
+        var end = Date()
         for (event, at) in delivered {
             if event.group == "sale" {
                 saleFirst = event
+                end = at
                 continue
             }
             guard let deadline = event.deadlineAt else { continue }
@@ -132,6 +134,9 @@ enum Fairness {
             label: label, count: count, small: small.sorted { $0.dueMs < $1.dueMs },
             saleFirstLateMs: (saleFirst.late ?? .zero).seconds * 1000, saleDeliveredPerSecond: Double(count) / drain,
             saleDrainSeconds: drain)
+        let worst = small.sorted { $0.recordedMs > $1.recordedMs }.prefix(5)
+            .map { String(format: "%.0f ms (due %.2f s)", $0.recordedMs, Double($0.dueMs) / 1000) }
+        log("  \(label): the latest recorded: \(worst.joined(separator: ", "))")
         log(
             String(
                 format: "  %@: %d due at once, drained in %.1f s (%.0f/s to its consumer), first %.1f ms late; "

@@ -46,6 +46,8 @@ public final class CountdownStore: Sendable {
         var suspended = false
         /// Whether this instance has ever taken the lease (so closing has a lease to give up).
         var tookLease = false
+        /// Until when (boot ms) the lease this instance last took or renewed runs, if it did.
+        var leaseHeldUntilBoot: Int64?
         /// The checkpoint and lease expiry this instance saw last, to compute the time without a query.
         var lastCheckpoint: Checkpoint?
         var lastLeaseExpiry: Int64 = 0

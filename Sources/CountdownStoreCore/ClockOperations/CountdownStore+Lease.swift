@@ -39,7 +39,11 @@ extension CountdownStore {
             let renewed = Lease(
                 holder: me, acquiredAtMs: lease.holder == me ? lease.acquiredAtMs : time.wall,
                 expiresAtMs: time.wall + leaseMs)
-            self.state.withLock { $0.tookLease = true }
+            let heldUntilBoot = self.configuration.clock.bootMilliseconds + (renewed.expiresAtMs - time.wall)
+            self.state.withLock { memory in
+                memory.tookLease = true
+                memory.leaseHeldUntilBoot = heldUntilBoot
+            }
             try tx.save(renewed)
             try self.remember(tx)
             return .held(until: Date(millisecondsSince1970: renewed.expiresAtMs))

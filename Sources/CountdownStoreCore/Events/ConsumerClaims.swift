@@ -18,12 +18,10 @@ extension CountdownStore {
     /// How many events a reader claims at a time, at most.
     static let claimBatch = 512
 
-    /// How many events of other kinds or groups a reader of some kinds or of one group lets pass
-    /// before it claims them as handled, to move its cursor past them.
-    static let othersPassedAtOnce: Int64 = 4096
-    /// How often, at most, a reader of some kinds or of one group moves its cursor past fewer
-    /// others' events than ``othersPassedAtOnce``.
-    static let othersPassedEveryMs: Int64 = 500
+    /// How often, at most, a reader of some kinds or of one group that found nothing of its own
+    /// claims other kinds' and groups' events as handled, to move its cursor past them: one
+    /// write a second at most, however busy the others are.
+    static let othersPassedEveryMs: Int64 = 1000
 
     /// The next events for the reader `claimant` of the consumer `name`: the unacknowledged rest
     /// of a claim that ran out, or else a new claim on the events after every other claim. Each
@@ -46,11 +44,8 @@ extension CountdownStore {
                 let last = try tx.lastEventID()
                 guard filter.readsByIndex else { return last > after }
                 // Its own events; or others', to move its cursor past them (a cursor held back
-                // looks behind, and holds retention back): at once past 4,096 of them, else at
-                // most once every half second.
-                if last - after >= Self.othersPassedAtOnce || (last > after && self.passesOthers(name)) {
-                    return true
-                }
+                // looks behind, and holds retention back), at most once a second.
+                if last > after && self.passesOthers(name) { return true }
                 if try !tx.events(kinds: filter.kindNames, group: filter.group, after: after, through: last, limit: 1)
                     .records.isEmpty
                 {

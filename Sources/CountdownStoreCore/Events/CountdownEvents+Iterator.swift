@@ -142,7 +142,8 @@ extension CountdownEvents {
                 if wait {
                     do {
                         try await store.changes.wait(
-                            after: version, orUntilBoot: clock.bootMilliseconds + 250, on: clock)
+                            after: version, orUntilBoot: await wakeForExpiry(clock.bootMilliseconds + 250),
+                            on: clock)
                     } catch {
                         break
                     }
@@ -155,5 +156,29 @@ extension CountdownEvents {
             }
             return nil
         }
+
+        /// When a reader with nothing to hand out looks again, at the latest `poll`: for a reader
+        /// of expiries, also when the next countdown of its group comes due, and, while one is
+        /// due and its expiry not recorded yet (another process's ticker records it), every few
+        /// milliseconds, so that the expiry reaches it soon after the lease holder records it
+        /// rather than at its next poll.
+        private func wakeForExpiry(_ poll: Int64) async -> Int64 {
+            let now = store.configuration.clock.bootMilliseconds
+            // Told of expiries at once already: by this instance's own ticker, which holds the
+            // lease, or by the database's notifications.
+            let holding = store.state.withLock { ($0.leaseHeldUntilBoot ?? .min) > now }
+            guard !holding, store.capabilities.changeNotices?.pushesForeignChanges != true,
+                filter.kinds?.contains(.expired) ?? true, filter.key == nil,
+                let due = try? await store.nextDeadlineBoot(group: filter.group)
+            else { return poll }
+            guard due <= now else { return Swift.min(poll, due + 1) }
+            // Overdue for long: nobody records it now (no ticker runs); the poll will do.
+            return now - due < Self.overdueWindowMs ? Swift.min(poll, now + Self.overduePollMs) : poll
+        }
+
+        /// How often a reader looks again while an expiry of its group is due and not recorded.
+        static let overduePollMs: Int64 = 5
+        /// For how long after a deadline a reader looks again that often.
+        static let overdueWindowMs: Int64 = 1000
     }
 }

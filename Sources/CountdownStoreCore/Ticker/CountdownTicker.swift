@@ -263,12 +263,24 @@ public final class CountdownTicker: Service, Sendable {
                     // committed (and delivered) before the next, other writes going between.
                     // The first batch after a quiet spell is small, so that the first expiries
                     // reach consumers at once; each full one doubles the next, up to the size.
+                    let batchStarted = clock.bootMilliseconds
                     let recorded = try await store.expireDueBatch(limit: batch)
                     retry.succeeded(logger)
                     if recorded >= batch {
-                        // More are due: the next batch at once, without looking for the next
-                        // deadline, after a pause for other processes' writes and the upkeep.
+                        // More are due: the next batch at once, after a pause for other
+                        // processes' writes and the upkeep. It ends by the next deadline still
+                        // ahead, at the pace of this one, so that the countdown due then (of
+                        // another group, as likely as not) is in the batch after it.
                         batch = min(batch * 2, store.configuration.expiryBatchSize)
+                        if let next = try await store.nextUndueBoot() {
+                            let perItemMs = Double(max(1, clock.bootMilliseconds - batchStarted)) / Double(recorded)
+                            let fits = Int(Double(max(0, next - clock.bootMilliseconds)) / perItemMs)
+                            // A quarter of the size at least: deadlines every few milliseconds
+                            // must not shrink a backlog's batches to where the pauses between
+                            // them take the time.
+                            let floor = max(Self.firstBatch, store.configuration.expiryBatchSize / 4)
+                            batch = max(min(floor, batch), min(batch, fits))
+                        }
                         seenVersion = store.changes.version
                         passCompleted()
                         await upkeep?.betweenBatches()

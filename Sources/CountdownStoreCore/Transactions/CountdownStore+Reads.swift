@@ -56,6 +56,48 @@ extension CountdownStore {
         }
     }
 
+    /// The boot-clock instant of the soonest deadline still ahead (of a running countdown not
+    /// due yet), `nil` when there is none: while a backlog is recorded, the instant by which the
+    /// ticker's batch should have ended, so that the countdown due then is in the next.
+    func nextUndueBoot() async throws(CountdownError) -> Int64? {
+        try await translatingErrors(path: path) {
+            try await underWay.run {
+                try await engine.read { tx in
+                    let (extrapolation, _, _, _, reading) = try self.extrapolate(tx)
+                    let time = self.raiseFloor(extrapolation.time)
+                    var policies: [CountdownPolicy] = [.wall]
+                    if extrapolation.ticking { policies.append(.active) }
+                    return try policies.compactMap { policy in
+                        try tx.items(
+                            .running(policy: policy, group: nil, after: nil, notDueBy: time.timeline(policy)), limit: 1
+                        ).first?.deadlineMs.map { reading.boot + max(0, $0 - time.timeline(policy)) }
+                    }.min()
+                }
+            }
+        }
+    }
+
+    /// The boot-clock instant of the soonest deadline of a running countdown of `group` (any
+    /// group when `nil`), `nil` when none runs: an overdue one (its expiry not recorded yet) is
+    /// due now. A reader of expiries waits for it, as well as for a change, so that an expiry
+    /// another process records reaches it soon after its deadline rather than at its next poll.
+    func nextDeadlineBoot(group: String?) async throws(CountdownError) -> Int64? {
+        try await translatingErrors(path: path) {
+            try await underWay.run {
+                try await engine.read { tx in
+                    let (extrapolation, _, _, _, reading) = try self.extrapolate(tx)
+                    let time = self.raiseFloor(extrapolation.time)
+                    var policies: [CountdownPolicy] = [.wall]
+                    if extrapolation.ticking { policies.append(.active) }
+                    return try policies.compactMap { policy in
+                        try tx.items(.running(policy: policy, group: group, after: nil, notDueBy: nil), limit: 1)
+                            .first?.deadlineMs.map { reading.boot + max(0, $0 - time.timeline(policy)) }
+                    }.min()
+                }
+            }
+        }
+    }
+
     /// A number that changes whenever another connection (another process) commits.
     func foreignChangeToken() async throws(CountdownError) -> Int {
         try await translatingErrors(path: path) { try await underWay.run { try await engine.foreignChangeToken() } }
