@@ -268,17 +268,17 @@ public final class CountdownTicker: Service, Sendable {
                     retry.succeeded(logger)
                     if recorded >= batch {
                         // More are due: the next batch at once, after a pause for other
-                        // processes' writes and the upkeep. It ends by the next deadline still
-                        // ahead, at the pace of this one, so that the countdown due then (of
-                        // another group, as likely as not) is in the batch after it.
+                        // processes' writes and the upkeep. When the next deadline still ahead
+                        // is of a group with no backlog of its own, the batch ends by then, at
+                        // the pace of this one, so that its countdown is in the batch after it.
                         batch = min(batch * 2, store.configuration.expiryBatchSize)
-                        if let next = try await store.nextUndueBoot() {
+                        if let next = try await store.nextQuietGroupDeadlineBoot() {
                             let perItemMs = Double(max(1, clock.bootMilliseconds - batchStarted)) / Double(recorded)
                             let fits = Int(Double(max(0, next - clock.bootMilliseconds)) / perItemMs)
-                            // A quarter of the size at least: deadlines every few milliseconds
-                            // must not shrink a backlog's batches to where the pauses between
-                            // them take the time.
-                            let floor = max(Self.firstBatch, store.configuration.expiryBatchSize / 4)
+                            // Two milliseconds of work at least: deadlines every millisecond must
+                            // not shrink a backlog's batches to where the pauses between them
+                            // take the time.
+                            let floor = max(Self.firstBatch, Int(Self.shortestBatchMs / perItemMs))
                             batch = max(min(floor, batch), min(batch, fits))
                         }
                         seenVersion = store.changes.version
@@ -332,6 +332,9 @@ public final class CountdownTicker: Service, Sendable {
 
     /// The size of the first batch of expiries after a quiet spell (at most the configured size).
     static let firstBatch = 16
+    /// The least work a batch of a backlog is cut to, in milliseconds at the pace of the batch
+    /// before, to end by the next deadline of a group with no backlog.
+    static let shortestBatchMs = 2.0
 
     // MARK: - Idle, for tests on virtual time
 

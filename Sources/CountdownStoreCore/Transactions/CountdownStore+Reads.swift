@@ -57,21 +57,38 @@ extension CountdownStore {
     }
 
     /// The boot-clock instant of the soonest deadline still ahead (of a running countdown not
-    /// due yet), `nil` when there is none: while a backlog is recorded, the instant by which the
-    /// ticker's batch should have ended, so that the countdown due then is in the next.
-    func nextUndueBoot() async throws(CountdownError) -> Int64? {
+    /// due yet) when that countdown's group has none due now, `nil` otherwise: while a backlog
+    /// is recorded, the instant by which the ticker's batch should have ended, so that a
+    /// countdown of a group with no backlog of its own is in the next batch when it comes due.
+    /// (One of a group with a backlog waits behind its own group's anyway.)
+    func nextQuietGroupDeadlineBoot() async throws(CountdownError) -> Int64? {
         try await translatingErrors(path: path) {
             try await underWay.run {
-                try await engine.read { tx in
+                try await engine.read { tx -> Int64? in
                     let (extrapolation, _, _, _, reading) = try self.extrapolate(tx)
                     let time = self.raiseFloor(extrapolation.time)
                     var policies: [CountdownPolicy] = [.wall]
                     if extrapolation.ticking { policies.append(.active) }
-                    return try policies.compactMap { policy in
-                        try tx.items(
-                            .running(policy: policy, group: nil, after: nil, notDueBy: time.timeline(policy)), limit: 1
-                        ).first?.deadlineMs.map { reading.boot + max(0, $0 - time.timeline(policy)) }
-                    }.min()
+                    var soonest: (boot: Int64, group: String?)?
+                    for policy in policies {
+                        guard
+                            let item = try tx.items(
+                                .running(policy: policy, group: nil, after: nil, notDueBy: time.timeline(policy)),
+                                limit: 1
+                            ).first, let deadline = item.deadlineMs
+                        else { continue }
+                        let boot = reading.boot + max(0, deadline - time.timeline(policy))
+                        if boot < soonest?.boot ?? .max { soonest = (boot, item.group) }
+                    }
+                    guard let soonest else { return nil }
+                    // (Countdowns of no group count as quiet: no list reads them alone.)
+                    guard let group = soonest.group else { return soonest.boot }
+                    for policy in policies {
+                        let due = try tx.items(
+                            .running(policy: policy, dueBy: time.timeline(policy), group: group), limit: 1)
+                        if !due.isEmpty { return nil }
+                    }
+                    return soonest.boot
                 }
             }
         }
