@@ -301,16 +301,17 @@ extension CountdownStore {
         }
     }
 
-    /// Starts `batch` with the engine's own operation, 5,000 items to a round trip; an
-    /// active key is refused, kept or replaced as `whenActive` says.
+    /// Starts `batch` with the engine's own operation, 20,000 items to a call; an active key is
+    /// refused, kept or replaced as `whenActive` says.
     private static func storedStart(
         _ batch: [ValidRequest], whenActive: WhenActive, _ stored: any StoredOperations, _ tx: WriteTransaction,
         _ time: ClocksNow
     ) throws -> [Countdown] {
         var started: [Countdown] = []
         started.reserveCapacity(batch.count)
-        for first in stride(from: 0, to: batch.count, by: 5_000) {
-            let chunk = batch[first..<min(batch.count, first + 5_000)]
+        // In slices, each the engine's to send as it sees fit (PostgreSQL: 5,000 to a statement).
+        for first in stride(from: 0, to: batch.count, by: 20_000) {
+            let chunk = batch[first..<min(batch.count, first + 20_000)]
             let done = try stored.start(each: chunk.map { newItem($0, time) }, at: OperationInstant(time))
             for (request, outcome) in zip(chunk, done) {
                 guard var item = outcome.item else {

@@ -45,10 +45,25 @@ extension PostgresTransaction: StoredOperations {
         orderedBy order: String? = nil
     ) throws -> [StoredOutcome] {
         try flushEvents()
-        let sql =
-            "SELECT \(Self.storedItemColumns), r.outcome, r.late_ms FROM \(schemaPrefix)\(function)("
+        let sql = storedSQL(function, arguments, orderedBy: order)
+        return try storedOutcomes(run(sql, storedValues(instant, values)).rows)
+    }
+
+    /// The statement of an operation of the schema's own, its rows the columns of an item, then
+    /// the outcome and the lateness of an expiry it recorded first.
+    private func storedSQL(_ function: String, _ arguments: String, orderedBy order: String? = nil) -> String {
+        "SELECT \(Self.storedItemColumns), r.outcome, r.late_ms FROM \(schemaPrefix)\(function)("
             + instantArgument + ", $9::integer, " + arguments + ") AS r" + (order.map { " ORDER BY " + $0 } ?? "")
-        return try run(sql, Self.values(instant) + [.int(Int64(engine.eventLockClass))] + values).rows.map { row in
+    }
+
+    private func storedValues(_ instant: OperationInstant, _ values: [SQLValue]) -> [SQLValue] {
+        Self.values(instant) + [.int(Int64(engine.eventLockClass))] + values
+    }
+
+    /// The outcomes in `rows` of an operation of the schema's own.
+    private func storedOutcomes<Rows: Sequence>(_ rows: Rows) throws -> [StoredOutcome]
+    where Rows.Element == PostgresRow {
+        try rows.map { row in
             let cells = PostgresRecordRow(row)
             let outcome = try cells.text(22)
             let lateMs = try cells.optionalInt(23)
@@ -75,6 +90,43 @@ extension PostgresTransaction: StoredOperations {
     }
 
     func start(each items: [ItemRecord], at instant: OperationInstant) throws -> [StoredOutcome] {
+        // 5,000 to a statement, two statements under way at once: the server inserts one while
+        // this side writes the next one's JSON and reads the last one's rows.
+        try flushEvents()
+        try takeUnanswered()
+        let sql = storedSQL("countdown_start_each_at", "$10::jsonb", orderedBy: "r.ordinal")
+        var outcomes: [StoredOutcome] = []
+        outcomes.reserveCapacity(items.count)
+        var underWay: [EventLoopFuture<PostgresQueryResult>] = []
+        var failure: (any Error)?
+        // Every statement sent is waited for, a failure or not, before this returns.
+        func takeOldest() throws {
+            let future = underWay.removeFirst()
+            do {
+                let result = try TransactionThread.wait(for: future, on: connection, watch: watch)
+                if failure == nil { outcomes += try storedOutcomes(result.rows) }
+            } catch let error as WaitAbandoned {
+                throw error
+            } catch {
+                if failure == nil { failure = error }
+            }
+        }
+        for first in stride(from: 0, to: items.count, by: Self.startsPerStatement) {
+            let chunk = items[first..<min(items.count, first + Self.startsPerStatement)]
+            underWay.append(try send(sql, storedValues(instant, [.text(Self.startsJSON(chunk))])))
+            if underWay.count >= 2 { try takeOldest() }
+            if failure != nil { break }
+        }
+        while !underWay.isEmpty { try takeOldest() }
+        if let failure { throw failure }
+        return outcomes
+    }
+
+    /// How many starts one statement of a batch takes.
+    static let startsPerStatement = 5_000
+
+    /// The starts of a batch as `countdown_start_each_at` reads them: a JSON array of objects.
+    static func startsJSON(_ items: ArraySlice<ItemRecord>) -> String {
         // The JSON written by hand: Foundation's serializer took longer than the server's insert.
         var json = "["
         json.reserveCapacity(items.count * 96)
@@ -100,8 +152,7 @@ extension PostgresTransaction: StoredOperations {
             json += "}"
         }
         json += "]"
-        return try runStoredRows(
-            "countdown_start_each_at", "$10::jsonb", instant, [.text(json)], orderedBy: "r.ordinal")
+        return json
     }
 
     /// `text` as a JSON string: quotes, backslashes and control characters escaped.

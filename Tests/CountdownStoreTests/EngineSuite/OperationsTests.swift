@@ -168,6 +168,17 @@ struct OperationsTests {
         #expect(odd[0].payload == .text(oddText) && odd[1].payload == .bytes(Data([0, 1, 34, 92, 255])))
         #expect(try await store.countdown(oddKey) == odd[0])
         #expect(try await store.countdown("bytes")?.payload == .bytes(Data([0, 1, 34, 92, 255])))
+        // A batch of several statements (PostgreSQL sends 5,000 to one, two at once): every
+        // outcome in the order asked, an active key in a later statement kept or refused.
+        let many = (0..<12_001).map { CountdownRequest.countdown("m\($0)", duration: .hours(1), group: "many") }
+        try await store.start("m11000", duration: .hours(2))
+        let kept = try await store.start(many, whenActive: .keep)
+        #expect(kept.map(\.key) == many.map(\.key), "in the order asked")
+        #expect(kept[11_000].durationMs == 7_200_000 && kept[11_001].durationMs == 3_600_000, "the active one kept")
+        await expectError(.alreadyActive) {
+            try await store.start((0..<6_000).map { .countdown("n\($0)", duration: .hours(1)) } + [many[11_000]])
+        }
+        #expect(try await store.countdown("n0") == nil, "a refused batch changes nothing")
     }
 
     @Test("Prune removes old ended items and acknowledged old events only", arguments: TestEngine.all)
