@@ -120,23 +120,11 @@ struct FairExpiryTests {
         try await store.close()
     }
 
-    /// A small generator of its own: the same seed gives the same store.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static var sequences: [UInt64] {
         let environment = ProcessInfo.processInfo.environment
         if let replay = environment["COUNTDOWN_FAIRNESS_REPLAY"].flatMap(UInt64.init) { return [replay] }
         let count = environment["COUNTDOWN_FAIRNESS_SEQUENCES"].flatMap(Int.init) ?? 12
-        var seeds = SplitMix(state: UInt64(Date().timeIntervalSince1970))
+        var seeds = SeededGenerator(state: UInt64(Date().timeIntervalSince1970))
         return (0..<count).map { _ in seeds.next() % 1_000_000_007 }
     }
 
@@ -151,7 +139,7 @@ struct FairExpiryTests {
     /// One random store: groups of random sizes (one of them large, sometimes none), deadlines
     /// spread over a few seconds, drained by batches of a random size, time passing between them.
     static func check(seed: UInt64, engine: TestEngine) async throws {
-        var random = SplitMix(state: seed)
+        var random = SeededGenerator(state: seed)
         let batch = Int.random(in: 5...40, using: &random)
         let fixture = try Self.fixture(engine, batch: batch)
         let store = try await fixture.open()
