@@ -309,7 +309,7 @@ extension CountdownStore {
     ) throws -> [Countdown] {
         var started: [Countdown] = []
         started.reserveCapacity(batch.count)
-        // In slices, each the engine's to send as it sees fit (PostgreSQL: 5,000 to a statement).
+        // In slices, each the engine's to send as it sees fit (in statements of its own size).
         for first in stride(from: 0, to: batch.count, by: 20_000) {
             let chunk = batch[first..<min(batch.count, first + 20_000)]
             let done = try stored.start(each: chunk.map { newItem($0, time) }, at: OperationInstant(time))

@@ -38,10 +38,10 @@ extension CountdownStore {
     /// and passed by every consumer that holds retention back, then retired keys (`nil`: keep).
     ///
     /// With the engine's upkeep running meanwhile (a running ticker's, or one for this prune),
-    /// as a ticker's backlog has it: on a store's own SQLite file, the log is folded in beside the
-    /// batches and started over when it grows, rather than growing by all of them. A log grown by
-    /// a million deletions (near a gigabyte) is folded in whole by the last connection to close
-    /// the file, which holds every other process back meanwhile, opening included.
+    /// as a ticker's backlog has it: where the engine keeps a log of its own (a store's own file),
+    /// it is folded in beside the batches and started over when it grows, rather than growing by
+    /// all of them. A log grown by a million deletions (near a gigabyte) is folded in whole by the
+    /// last connection to close the file, which holds every other process back meanwhile.
     private func prune(
         endedItemsMs: Int64?, eventsMs: Int64?, progress: (@Sendable (PruneResult) -> Void)?
     ) async throws(CountdownError) -> PruneResult {

@@ -38,7 +38,7 @@ extension CountdownStore {
         }
     }
 
-    /// The engine's upkeep (on a store's own SQLite file, its log checkpointer) for work that
+    /// The engine's upkeep (on a store's own file, its log checkpointer) for work that
     /// writes in batches: a ticker that starts running, a prune. One runs at a time for a store
     /// instance, shared by all that need it, started by the first and stopped by the last to let
     /// it go (``releaseUpkeep()``); a start waits for the stop of the one before.
