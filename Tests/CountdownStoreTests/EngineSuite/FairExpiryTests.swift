@@ -12,11 +12,9 @@ import Testing
 /// a third of them on PostgreSQL; `COUNTDOWN_FAIRNESS_REPLAY=<seed>` replays one.
 @Suite("Expiry fair between groups")
 struct FairExpiryTests {
+    /// A fixture whose ticker records `batch` expiries per transaction, as the mass expiry's.
     static func fixture(_ engine: TestEngine, batch: Int) throws -> Fixture {
-        var fixture = try Fixture(engine: engine)
-        fixture.configuration.expiryBatchSize = batch
-        fixture.configuration.retention = .keepEverything
-        return fixture
+        try MassExpiryTests.fixture(engine, batch: batch)
     }
 
     /// Starts countdowns in bulk: `count` of `group` (nil: of no group), named `prefix-n`, each
