@@ -153,6 +153,43 @@ struct SQLContractTests {
         try await store.close()
     }
 
+    @Test("A host starts 20,000 countdowns in one transaction of its own, one lock held for their events; a savepoint rolled back takes its start and its lock with it")
+    func manyStartsInOneTransaction() async throws {
+        let (schema, store, client) = try await Self.shop()
+        let total = 20_000
+        let locksHeld = try await client.withConnection { connection -> Int in
+            func run(_ sql: String) async throws { _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: hostLogger) }
+            try await run("BEGIN")
+            try await run(
+                "SELECT count(*) FROM (SELECT \(schema).countdown_start('bulk-' || i, interval '1 hour', 'bulk') "
+                    + "FROM generate_series(1, \(total)) AS i) AS s")
+            try await run("SAVEPOINT undone")
+            try await run("SELECT \(schema).countdown_start('undone', interval '1 hour')")
+            try await run("ROLLBACK TO SAVEPOINT undone")
+            try await run("SELECT \(schema).countdown_start('after', interval '1 hour')")
+            var held = 0
+            for try await count in try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"),
+                logger: hostLogger
+            ).decode(Int64.self) { held = Int(count) }
+            try await run("COMMIT")
+            return held
+        }
+        // Before migration 0010 each call took a lock of its own, held to the commit: the
+        // server's lock table ran out long before 20,000.
+        #expect(locksHeld == 1, "\(locksHeld) advisory locks held by one writer")
+        #expect(try await store.countdown("bulk-\(total)")?.state == .running)
+        #expect(try await store.countdown("undone") == nil)
+        #expect(try await store.countdown("after")?.state == .running)
+        let started = try await Self.count(
+            client, "SELECT count(*) FROM \(schema).countdown_events WHERE kind = 'started' AND group_name = 'bulk'")
+        #expect(started == total)
+        // Every event is readable: none is held back behind a writer's lock left behind.
+        #expect(try await store.lastEventID() == Int64(try await Self.count(client, "SELECT max(id) FROM \(schema).countdown_events")))
+        try await store.close()
+    }
+
     // MARK: - From psql
 
     /// The article's code blocks in `language`, in order.
