@@ -104,12 +104,33 @@ extension CountdownStore {
         var keys: Set<String> = []
         if groups.count > 1 {
             let share = max(1, limit / groups.count)
-            for policy in CountdownPolicy.allCases where dueBy[policy] != nil {
+            // A group with a whole share among the oldest due of all has its oldest there, in
+            // order, before the end of every timeline's part of them (which may stop short of
+            // that timeline's due): only the other groups are read. The big group of a backlog
+            // is not read again, through the index entries its recorded countdowns leave behind.
+            let lastOfTimeline = CountdownPolicy.allCases.compactMap { policy in
+                oldest.lastIndex { $0.policy == policy }
+            }
+            let cutOff = lastOfTimeline.min() ?? 0
+            let batchGroups = Set(groups)
+            var inOldest: [String?: Int] = [:]
+            var served: Set<String?> = []
+            for (index, item) in oldest.enumerated() where index <= cutOff && batchGroups.contains(item.group) {
+                inOldest[item.group, default: 0] += 1
+                if inOldest[item.group] == share { served.insert(item.group) }
+            }
+            let read = groups.filter { !served.contains($0) }
+            for policy in CountdownPolicy.allCases where dueBy[policy] != nil && !read.isEmpty {
                 for item in try tx.dueForExpiry(
-                    policy: policy, dueBy: now.timeline(policy), groups: groups, limit: share)
+                    policy: policy, dueBy: now.timeline(policy), groups: read, limit: share)
                 where keys.insert(item.key).inserted {
                     chosen.append(item)
                 }
+            }
+            var taken: [String?: Int] = [:]
+            for item in oldest where served.contains(item.group) && taken[item.group, default: 0] < share {
+                taken[item.group, default: 0] += 1
+                if keys.insert(item.key).inserted { chosen.append(item) }
             }
             // Both timelines of a group may have given a share: each group keeps its oldest.
             chosen.sort(by: { Self.recordedBefore($0, $1, now) })

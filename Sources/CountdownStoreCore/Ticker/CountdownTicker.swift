@@ -216,6 +216,10 @@ public final class CountdownTicker: Service, Sendable {
 
         var retry = ConnectionRetry()
         var batch = Self.firstBatch
+        // A backlog's pace, and the instant its next batch waits for (the deadline of a quiet
+        // group that no batch would end by).
+        var pace = BacklogPace()
+        var holdUntil: Int64?
 
         while true {
             try Task.checkCancellation()
@@ -257,37 +261,44 @@ public final class CountdownTicker: Service, Sendable {
                     state.withLock { $0.tickItemsStale = true }
                     dueBoot = holding == true ? try await store.nextDueBoot() : nil
                 }
-                if holding == true, let due = dueBoot, clock.bootMilliseconds >= due {
+                if holding == true, let due = dueBoot, clock.bootMilliseconds >= max(due, holdUntil ?? due) {
                     // Record the oldest due expiries, one short transaction of at most
                     // `expiryBatchSize`: a backlog of any size is a stream of these, each
                     // committed (and delivered) before the next, other writes going between.
                     // The first batch after a quiet spell is small, so that the first expiries
                     // reach consumers at once; each full one doubles the next, up to the size.
                     let batchStarted = clock.bootMilliseconds
+                    holdUntil = nil
                     let recorded = try await store.expireDueBatch(limit: batch)
                     retry.succeeded(logger)
                     if recorded >= batch {
                         // More are due: the next batch at once, after a pause for other
                         // processes' writes and the upkeep. When the next deadline still ahead
-                        // is of a group with no backlog of its own, the batch ends by then, at
-                        // the pace of this one, so that its countdown is in the batch after it.
+                        // is of a group with no backlog of its own, the batch ends by then, so
+                        // that its countdown is in the batch after it; when no batch would end
+                        // by then, the next one waits for it.
+                        pace.observe(recorded, tookMs: clock.bootMilliseconds - batchStarted)
                         batch = min(batch * 2, store.configuration.expiryBatchSize)
-                        if let next = try await store.nextQuietGroupDeadlineBoot() {
-                            let perItemMs = Double(max(1, clock.bootMilliseconds - batchStarted)) / Double(recorded)
-                            let fits = Int(Double(max(0, next - clock.bootMilliseconds)) / perItemMs)
+                        if let quiet = try await store.nextQuietGroupDeadlineBoot() {
                             // Two milliseconds of work at least: deadlines every millisecond must
                             // not shrink a backlog's batches to where the pauses between them
                             // take the time.
-                            let floor = max(Self.firstBatch, Int(Self.shortestBatchMs / perItemMs))
-                            batch = max(min(floor, batch), min(batch, fits))
+                            let least = max(Self.firstBatch, Int(Self.shortestBatchMs / max(pace.paceMs, 0.001)))
+                            let now = clock.bootMilliseconds
+                            switch pace.next(batch: batch, least: least, now: now, quietDeadline: quiet) {
+                            case .batch(let size): batch = size
+                            case .holdUntil(let instant): holdUntil = instant
+                            }
                         }
                         seenVersion = store.changes.version
                         passCompleted()
                         await upkeep?.betweenBatches()
-                        await store.leaveWritesToOthers()
+                        // Waiting for a deadline lets the others write meanwhile.
+                        if holdUntil == nil { await store.leaveWritesToOthers() }
                         continue
                     }
                     batch = Self.firstBatch
+                    pace = BacklogPace()
                     if recorded > 0 {
                         // The expiries bumped the version: look at the next deadline.
                         passCompleted()
@@ -307,6 +318,8 @@ public final class CountdownTicker: Service, Sendable {
                 let delayMs = retry.failed(error, logger)
                 holding = nil
                 dueBoot = nil
+                holdUntil = nil
+                pace = BacklogPace()
                 nextHeartbeat = Int64.min
                 nextPoll = Int64.min
                 seenVersion = store.changes.version &- 1
@@ -320,7 +333,7 @@ public final class CountdownTicker: Service, Sendable {
             }
 
             var wake = min(passBoot + Self.capMs, nextHeartbeat, nextPoll)
-            if let dueBoot { wake = min(wake, dueBoot) }
+            if let dueBoot { wake = min(wake, max(dueBoot, holdUntil ?? dueBoot)) }
             if let nextTick { wake = min(wake, nextTick) }
             upkeep?.idle(untilNextDeadlineMs: dueBoot.map { $0 - clock.bootMilliseconds })
             passCompleted()

@@ -1,0 +1,61 @@
+import Foundation
+
+/// How long the ticker's expiry batches of a backlog take, and so how big the next one may be
+/// to end by the next deadline of a group with no backlog of its own.
+///
+/// A batch costs a part that does not depend on its size (its reads of the due groups, its round
+/// trips, its commit) and a part for each countdown it records. A batch cut to the time left at
+/// the pace of whole batches alone overshoots by the first part; where that part is most of a
+/// short batch (a server's round trips), no batch ends in time, and waiting for the deadline
+/// instead loses less than the countdown would wait.
+struct BacklogPace {
+    /// What a batch costs whatever its size, in ms: the shortest batch of the backlog so far.
+    private(set) var fixedMs: Double?
+    /// What each countdown adds to a batch, in ms, from the last batch beyond the fixed part;
+    /// 0 while every batch took the same time.
+    private(set) var perItemMs: Double = 0
+    /// The pace of the last batch as a whole, in ms a countdown.
+    private(set) var paceMs: Double = 0
+
+    /// What the ticker does next in a backlog.
+    enum Next: Equatable {
+        /// Records at most this many.
+        case batch(Int)
+        /// Waits until this boot-clock instant (the next deadline of a quiet group), then
+        /// records: no batch would end by then.
+        case holdUntil(Int64)
+    }
+
+    /// How far past the deadline a batch may end and still be started rather than waited for, ms.
+    static let toleranceMs = 2.0
+
+    /// Notes a batch of `count` expiries that took `ms` (1 ms at least: a clock that did not
+    /// move, as a test's virtual clock, counts as one).
+    mutating func observe(_ count: Int, tookMs ms: Int64) {
+        guard count > 0 else { return }
+        let took = Double(max(1, ms))
+        let fixed = min(fixedMs ?? took, took)
+        fixedMs = fixed
+        perItemMs = (took - fixed) / Double(count)
+        paceMs = took / Double(count)
+    }
+
+    /// The time a batch of `count` is expected to take, in ms.
+    func expectedMs(_ count: Int) -> Double {
+        (fixedMs ?? 0) + perItemMs * Double(count)
+    }
+
+    /// The next step of a backlog whose batches grow to `batch`, of `least` at the least (a cut
+    /// batch must still do some work), at boot-clock instant `now`, when the soonest deadline of
+    /// a quiet group comes at `quietDeadline` (`nil`: none ahead).
+    func next(batch: Int, least: Int, now: Int64, quietDeadline: Int64?) -> Next {
+        guard let quiet = quietDeadline, quiet > now, paceMs > 0 else { return .batch(batch) }
+        let left = Double(quiet - now) + Self.toleranceMs
+        let least = min(least, batch)
+        if expectedMs(least) > left { return .holdUntil(quiet) }
+        // While every batch took the same time, the pace of a whole one is all there is to go by.
+        let fits =
+            perItemMs > 0 ? Int((left - (fixedMs ?? 0)) / perItemMs) : Int(Double(quiet - now) / paceMs)
+        return .batch(max(least, min(batch, fits)))
+    }
+}
