@@ -141,9 +141,11 @@ extension CountdownEvents {
                 probeFirst = false
                 if wait {
                     do {
+                        // Woken by changes that may concern this reader: not by another
+                        // group's expiry batches, when it reads one group.
                         try await store.changes.wait(
                             after: version, orUntilBoot: await wakeForExpiry(clock.bootMilliseconds + 250),
-                            on: clock)
+                            on: clock, forEventsOf: filter.group)
                     } catch {
                         break
                     }

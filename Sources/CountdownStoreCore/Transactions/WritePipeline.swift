@@ -144,20 +144,27 @@ extension CountdownStore {
             movingCheckpoint: operation.movesCheckpoint,
             expiryLimit: max(1, expiryLimit ?? configuration.writeExpiryBatch),
             leavingExpiriesToHolder: leavingExpiriesToHolder
-        ) { tx, now, expired -> Result<T, CountdownError> in
-            guard !expired.isEmpty, bodyMayRefuse else { return .success(try body(tx, now, expired)) }
+        ) { tx, now, expired -> (Result<T, CountdownError>, groups: Set<String>) in
+            // The groups of the expiries recorded: a write that notifies nothing else wrote no
+            // other group's events.
+            let groups = Set(expired.compactMap(\.group))
+            guard !expired.isEmpty, bodyMayRefuse else { return (.success(try body(tx, now, expired)), groups) }
             // A refusal rolls back the body's writes alone: the expiries recorded stay.
             do {
-                return .success(try tx.savepoint { try body(tx, now, expired) })
+                return (.success(try tx.savepoint { try body(tx, now, expired) }), groups)
             } catch let refusal as CountdownError {
-                return .failure(refusal)
+                return (.failure(refusal), groups)
             }
         }
-        if notifies || committed.expired { changes.bump() }
+        if notifies {
+            changes.bump()
+        } else if committed.expired {
+            changes.bump(eventsOfGroups: committed.value.groups)
+        }
         if let started {
             metrics.committed(operation, duration: ContinuousClock.now - started, tally: committed.tally)
         }
-        return try committed.value.get()
+        return try committed.value.0.get()
     }
 
     /// Records one batch of due expiries (at most `limit`, never more than
