@@ -29,6 +29,12 @@ struct BacklogPace {
     /// How far past the deadline a batch may end and still be started rather than waited for, ms.
     static let toleranceMs = 2.0
 
+    /// The boot-clock instant of the last small batch taken after a quiet group's deadline.
+    private(set) var lastSmallBoot: Int64?
+    /// The share of a backlog's time that its small batches after quiet groups' deadlines may
+    /// take (the drain keeps the rest).
+    static let smallBatchShare = 0.1
+
     /// Notes a batch of `count` expiries that took `ms` (1 ms at least: a clock that did not
     /// move, as a test's virtual clock, counts as one).
     mutating func observe(_ count: Int, tookMs ms: Int64) {
@@ -43,6 +49,17 @@ struct BacklogPace {
     /// The time a batch of `count` is expected to take, in ms.
     func expectedMs(_ count: Int) -> Double {
         (fixedMs ?? 0) + perItemMs * Double(count)
+    }
+
+    /// The limit of the first batch after a quiet group's deadline: `least`, so that the
+    /// countdown commits (and reaches its reader) a fixed part's time after its deadline rather
+    /// than a whole batch's; `batch` when the small batches since the last would take more than
+    /// their share of the time.
+    mutating func firstAfterDeadline(batch: Int, least: Int, now: Int64) -> Int {
+        let small = min(least, batch)
+        if let last = lastSmallBoot, Double(now - last) * Self.smallBatchShare < expectedMs(small) { return batch }
+        lastSmallBoot = now
+        return small
     }
 
     /// The next step of a backlog whose batches grow to `batch`, of `least` at the least (a cut

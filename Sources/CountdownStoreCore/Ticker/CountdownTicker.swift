@@ -220,6 +220,10 @@ public final class CountdownTicker: Service, Sendable {
         // group that no batch would end by).
         var pace = BacklogPace()
         var holdUntil: Int64?
+        // The next batch's limit when it is cut to end by a quiet group's deadline, and whether
+        // it is the first batch after one.
+        var limitNext: Int?
+        var quietNext = false
 
         while true {
             try Task.checkCancellation()
@@ -269,25 +273,28 @@ public final class CountdownTicker: Service, Sendable {
                     // reach consumers at once; each full one doubles the next, up to the size.
                     let batchStarted = clock.bootMilliseconds
                     holdUntil = nil
-                    let recorded = try await store.expireDueBatch(limit: batch)
+                    var limit = limitNext ?? batch
+                    if quietNext {
+                        limit = pace.firstAfterDeadline(batch: limit, least: least(pace), now: batchStarted)
+                    }
+                    (limitNext, quietNext) = (nil, false)
+                    let recorded = try await store.expireDueBatch(limit: limit)
                     retry.succeeded(logger)
-                    if recorded >= batch {
+                    if recorded >= limit {
                         // More are due: the next batch at once, after a pause for other
                         // processes' writes and the upkeep. When the next deadline still ahead
                         // is of a group with no backlog of its own, the batch ends by then, so
                         // that its countdown is in the batch after it; when no batch would end
-                        // by then, the next one waits for it.
+                        // by then, the next one waits for it. That batch is small (within a
+                        // share of the time), so that the countdown commits soon after.
                         pace.observe(recorded, tookMs: clock.bootMilliseconds - batchStarted)
-                        batch = min(batch * 2, store.configuration.expiryBatchSize)
+                        if limit == batch { batch = min(batch * 2, store.configuration.expiryBatchSize) }
                         if let quiet = try await store.nextQuietGroupDeadlineBoot() {
-                            // Two milliseconds of work at least: deadlines every millisecond must
-                            // not shrink a backlog's batches to where the pauses between them
-                            // take the time.
-                            let least = max(Self.firstBatch, Int(Self.shortestBatchMs / max(pace.paceMs, 0.001)))
                             let now = clock.bootMilliseconds
-                            switch pace.next(batch: batch, least: least, now: now, quietDeadline: quiet) {
-                            case .batch(let size): batch = size
-                            case .holdUntil(let instant): holdUntil = instant
+                            switch pace.next(batch: batch, least: least(pace), now: now, quietDeadline: quiet) {
+                            case .batch(let size) where size < batch: (limitNext, quietNext) = (size, true)
+                            case .batch: break
+                            case .holdUntil(let instant): (holdUntil, quietNext) = (instant, true)
                             }
                         }
                         seenVersion = store.changes.version
@@ -319,6 +326,7 @@ public final class CountdownTicker: Service, Sendable {
                 holding = nil
                 dueBoot = nil
                 holdUntil = nil
+                (limitNext, quietNext) = (nil, false)
                 pace = BacklogPace()
                 nextHeartbeat = Int64.min
                 nextPoll = Int64.min
@@ -348,6 +356,13 @@ public final class CountdownTicker: Service, Sendable {
     /// The least work a batch of a backlog is cut to, in milliseconds at the pace of the batch
     /// before, to end by the next deadline of a group with no backlog.
     static let shortestBatchMs = 2.0
+
+    /// The least a batch of a backlog at `pace` is cut to: two milliseconds of work, so that
+    /// deadlines every millisecond do not shrink the batches to where the pauses between them
+    /// take the time, and the first batch's size.
+    func least(_ pace: BacklogPace) -> Int {
+        max(Self.firstBatch, Int(Self.shortestBatchMs / max(pace.paceMs, 0.001)))
+    }
 
     // MARK: - Idle, for tests on virtual time
 

@@ -50,4 +50,17 @@ struct BacklogPaceTests {
         #expect(pace.next(batch: 400, least: 16, now: 0, quietDeadline: 1) == .batch(200))
         #expect(pace.next(batch: 400, least: 16, now: 0, quietDeadline: 10) == .batch(400))
     }
+
+    @Test("The first batch after a quiet group's deadline is small, as long as the small batches take a tenth of the time at most")
+    func smallAfterDeadline() {
+        var pace = Self.serverPace()
+        // 21.6 ms for 16: the first one is small.
+        #expect(pace.firstAfterDeadline(batch: 1000, least: 16, now: 1_000) == 16)
+        // 50 ms later a small one would take more than a tenth of the time since the last.
+        #expect(pace.firstAfterDeadline(batch: 1000, least: 16, now: 1_050) == 1000)
+        // 250 ms later it takes less.
+        #expect(pace.firstAfterDeadline(batch: 1000, least: 16, now: 1_250) == 16)
+        // Never more than the batch.
+        #expect(pace.firstAfterDeadline(batch: 8, least: 16, now: 5_000) == 8)
+    }
 }
