@@ -453,11 +453,13 @@ package final class SQLStatements: Sendable {
                     ORDER BY c.group_name LIMIT 1), v.n + 1
             FROM visited AS v WHERE v.name IS NOT NULL AND v.n < \(arg: 2, as: "bigint"))
         SELECT name, CASE WHEN (
-                SELECT d.deadline_ms FROM \(table: "countdowns") AS d\(sqlite: " INDEXED BY countdowns_running_by_group")
+                SELECT d.deadline_ms FROM \(table: "countdowns") AS d\
+        \(sqlite: " INDEXED BY countdowns_running_by_group")
                 WHERE d.state = 'running' AND d.deadline_ms IS NOT NULL AND d.group_name = visited.name
                     AND d.policy = 'wall' ORDER BY d.deadline_ms LIMIT 1) <= \(arg: 3, as: "bigint")
             OR (
-                SELECT d.deadline_ms FROM \(table: "countdowns") AS d\(sqlite: " INDEXED BY countdowns_running_by_group")
+                SELECT d.deadline_ms FROM \(table: "countdowns") AS d\
+        \(sqlite: " INDEXED BY countdowns_running_by_group")
                 WHERE d.state = 'running' AND d.deadline_ms IS NOT NULL AND d.group_name = visited.name
                     AND d.policy = 'active' ORDER BY d.deadline_ms LIMIT 1) <= \(arg: 4, as: "bigint")
             THEN 1 ELSE 0 END
