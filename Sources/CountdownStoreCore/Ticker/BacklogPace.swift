@@ -11,11 +11,15 @@ import Foundation
 struct BacklogPace {
     /// What a batch costs whatever its size, in ms: the shortest batch of the backlog so far.
     private(set) var fixedMs: Double?
-    /// What each countdown adds to a batch, in ms, from the last batch beyond the fixed part;
-    /// 0 while every batch took the same time.
+    /// What each countdown adds to a batch, in ms, from the last batch of at least
+    /// ``paceBatch`` beyond the fixed part (a smaller one is mostly its fixed part); 0 while
+    /// every batch took the same time.
     private(set) var perItemMs: Double = 0
     /// The pace of the last batch as a whole, in ms a countdown.
     private(set) var paceMs: Double = 0
+    /// The time from deciding the next batch to its start, in ms (the pause for other writers,
+    /// the engine's upkeep, a read of the next deadline), as last seen.
+    private(set) var gapMs: Double = 0
 
     /// What the ticker does next in a backlog.
     enum Next: Equatable {
@@ -25,6 +29,12 @@ struct BacklogPace {
         /// records: no batch would end by then.
         case holdUntil(Int64)
     }
+
+    /// How much longer than expected a batch cut to end by a deadline is planned to take.
+    static let margin = 1.5
+
+    /// The least batch whose time tells what each countdown adds.
+    static let paceBatch = 100
 
     /// How far past the deadline a batch may end and still be started rather than waited for, ms.
     static let toleranceMs = 2.0
@@ -42,8 +52,13 @@ struct BacklogPace {
         let took = Double(max(1, ms))
         let fixed = min(fixedMs ?? took, took)
         fixedMs = fixed
-        perItemMs = (took - fixed) / Double(count)
+        if count >= Self.paceBatch || perItemMs == 0 { perItemMs = (took - fixed) / Double(count) }
         paceMs = took / Double(count)
+    }
+
+    /// Notes that a batch started `ms` after it was decided.
+    mutating func observeGap(_ ms: Int64) {
+        gapMs = Double(max(0, ms))
     }
 
     /// The time a batch of `count` is expected to take, in ms.
@@ -67,7 +82,9 @@ struct BacklogPace {
     /// a quiet group comes at `quietDeadline` (`nil`: none ahead).
     func next(batch: Int, least: Int, now: Int64, quietDeadline: Int64?) -> Next {
         guard let quiet = quietDeadline, quiet > now, paceMs > 0 else { return .batch(batch) }
-        let left = Double(quiet - now) + Self.toleranceMs
+        // Batches of one size take a fifth more or less from one to the next (the server's
+        // other work): planned with a margin, the batch ends by the deadline all the same.
+        let left = (Double(quiet - now) - gapMs + Self.toleranceMs) / Self.margin
         let least = min(least, batch)
         if expectedMs(least) > left { return .holdUntil(quiet) }
         // While every batch took the same time, the pace of a whole one is all there is to go by.

@@ -220,10 +220,11 @@ public final class CountdownTicker: Service, Sendable {
         // group that no batch would end by).
         var pace = BacklogPace()
         var holdUntil: Int64?
-        // The next batch's limit when it is cut to end by a quiet group's deadline, and whether
-        // it is the first batch after one.
+        // The next batch's limit when it is cut to end by a quiet group's deadline, and that
+        // deadline: the first batch that starts after it is small.
         var limitNext: Int?
-        var quietNext = false
+        var quietDeadline: Int64?
+        var decidedAt: Int64?
 
         while true {
             try Task.checkCancellation()
@@ -272,12 +273,15 @@ public final class CountdownTicker: Service, Sendable {
                     // The first batch after a quiet spell is small, so that the first expiries
                     // reach consumers at once; each full one doubles the next, up to the size.
                     let batchStarted = clock.bootMilliseconds
-                    holdUntil = nil
+                    // The gap after a decision to go on at once (not after a wait for a deadline).
+                    if let decidedAt, holdUntil == nil { pace.observeGap(batchStarted - decidedAt) }
+                    (holdUntil, decidedAt) = (nil, nil)
                     var limit = limitNext ?? batch
-                    if quietNext {
+                    if let quiet = quietDeadline, batchStarted >= quiet {
                         limit = pace.firstAfterDeadline(batch: limit, least: least(pace), now: batchStarted)
+                        quietDeadline = nil
                     }
-                    (limitNext, quietNext) = (nil, false)
+                    limitNext = nil
                     let recorded = try await store.expireDueBatch(limit: limit)
                     retry.succeeded(logger)
                     if recorded >= limit {
@@ -291,10 +295,13 @@ public final class CountdownTicker: Service, Sendable {
                         if limit == batch { batch = min(batch * 2, store.configuration.expiryBatchSize) }
                         if let quiet = try await store.nextQuietGroupDeadlineBoot() {
                             let now = clock.bootMilliseconds
+                            decidedAt = now
+                            // One that passed during this batch is still the next batch's.
+                            if (quietDeadline ?? .max) > now { quietDeadline = quiet }
                             switch pace.next(batch: batch, least: least(pace), now: now, quietDeadline: quiet) {
-                            case .batch(let size) where size < batch: (limitNext, quietNext) = (size, true)
+                            case .batch(let size) where size < batch: limitNext = size
                             case .batch: break
-                            case .holdUntil(let instant): (holdUntil, quietNext) = (instant, true)
+                            case .holdUntil(let instant): holdUntil = instant
                             }
                         }
                         seenVersion = store.changes.version
@@ -306,6 +313,7 @@ public final class CountdownTicker: Service, Sendable {
                     }
                     batch = Self.firstBatch
                     pace = BacklogPace()
+                    quietDeadline = nil
                     if recorded > 0 {
                         // The expiries bumped the version: look at the next deadline.
                         passCompleted()
@@ -326,7 +334,7 @@ public final class CountdownTicker: Service, Sendable {
                 holding = nil
                 dueBoot = nil
                 holdUntil = nil
-                (limitNext, quietNext) = (nil, false)
+                (limitNext, quietDeadline, decidedAt) = (nil, nil, nil)
                 pace = BacklogPace()
                 nextHeartbeat = Int64.min
                 nextPoll = Int64.min

@@ -15,19 +15,28 @@ struct BacklogPaceTests {
         return pace
     }
 
-    @Test("A batch is cut to end by the deadline, its fixed part counted: not at the pace of a whole batch")
+    @Test("A batch is cut to end by the deadline with a margin, its fixed part counted: not at the pace of a whole batch")
     func cutCountsTheFixedPart() {
         let pace = Self.serverPace()
         #expect(pace.fixedMs == 21)
         guard case .batch(let size) = pace.next(batch: 1000, least: 16, now: 0, quietDeadline: 40) else {
-            Issue.record("a batch of 19 ms of work fits in 40 ms")
+            Issue.record("a batch of 7 ms of work fits in 40 ms")
             return
         }
-        // 42 ms (with the tolerance) less the 21 ms every batch costs, at 0.039 ms a countdown.
-        #expect(size == 538)
-        #expect(pace.expectedMs(size) <= 42)
+        // 42 ms (with the tolerance) over the margin of 1.5 is 28 ms; less the 21 ms every batch
+        // costs, at 0.039 ms a countdown.
+        #expect(size == 179)
+        #expect(pace.expectedMs(size) * BacklogPace.margin <= 42)
         // At the pace of the whole batch (0.06 ms each) it would have been 666: 47 ms of work.
         #expect(pace.expectedMs(666) > 42)
+    }
+
+    @Test("The pause between a decision and its batch is counted: a deadline that leaves room for a batch only without it is waited for")
+    func gapCounts() {
+        var pace = Self.serverPace()
+        #expect(pace.next(batch: 1000, least: 16, now: 0, quietDeadline: 40) == .batch(179))
+        pace.observeGap(10)
+        #expect(pace.next(batch: 1000, least: 16, now: 0, quietDeadline: 40) == .holdUntil(40))
     }
 
     @Test("When no batch would end by the deadline, the next one waits for it")
